@@ -15,9 +15,17 @@ import os
 from dataclasses import dataclass, field
 
 # MuJoCo picks its GL backend at import time; offscreen EGL works headless (OSMesa is the fallback:
-# MUJOCO_GL=osmesa). Torch must be loaded before MuJoCo pulls in Mesa, or the process segfaults.
+# MUJOCO_GL=osmesa). Torch and triton (which torchvision pulls in later through torch._dynamo) must be
+# loaded before MuJoCo pulls in Mesa: loaded after it, triton's import segfaults the process.
 os.environ.setdefault("MUJOCO_GL", "egl")
 import torch  # noqa: F401, E402  (import order matters, see above)
+
+try:
+    import triton  # noqa: F401
+except ImportError:  # CPU-only torch builds ship without triton; nothing to pre-load then
+    pass
+
+# isort: split
 
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402

@@ -51,13 +51,14 @@ class EmbodimentSpec:
         for field in ("position_lower", "position_upper", "velocity_limits"):
             if len(getattr(self, field)) != n:
                 raise ValueError(
-                    f"EmbodimentSpec '{self.name}': {field} has {len(getattr(self, field))} entries but there "
-                    f"are {n} joint_names; give one value per joint."
+                    f"EmbodimentSpec '{self.name}': {field} has {len(getattr(self, field))} entries "
+                    f"but there are {n} joint_names; give one value per joint."
                 )
         missing = [c for c in self.default_cameras if c not in self.cameras]
         if missing:
             raise ValueError(
-                f"EmbodimentSpec '{self.name}': default_cameras {missing} are not among cameras {self.cameras}."
+                f"EmbodimentSpec '{self.name}': default_cameras {missing} are not among "
+                f"cameras {self.cameras}."
             )
 
     @property

@@ -27,3 +27,145 @@ class Policy(Protocol):
     def reset(self) -> None: ...
 
     def select_action(self, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...
+
+
+@dataclass
+class PolicyConfig:
+    """Which policy to run: a LeRobot pretrained directory or a `package.module:factory` import path."""
+
+    path: str = "r2s2r.robots.demonstrators:make_demonstrator"  # LeRobot policy dir or pkg.mod:factory
+    kwargs: str = "{}"  # JSON object of keyword arguments for the factory, e.g. '{"skill": "noisy"}'
+    device: str = "cpu"  # torch device the policy runs on
+
+    def __post_init__(self) -> None:
+        try:
+            parsed = json.loads(self.kwargs) if isinstance(self.kwargs, str) else dict(self.kwargs)
+        except json.JSONDecodeError as e:
+            raise ValueError(
+                f"policy.kwargs={self.kwargs!r} is not valid JSON ({e.msg}); "
+                """pass an object, e.g. --policy.kwargs='{"skill": "noisy"}'."""
+            ) from None
+        if not isinstance(parsed, dict):
+            raise ValueError(f"policy.kwargs={self.kwargs!r} must be a JSON object, e.g. '{{\"seed\": 1}}'.")
+
+    @property
+    def kwargs_dict(self) -> dict[str, Any]:
+        return json.loads(self.kwargs) if isinstance(self.kwargs, str) else dict(self.kwargs)
+
+    @property
+    def is_import_path(self) -> bool:
+        return ":" in self.path and not Path(self.path).exists()
+
+
+class LeRobotPolicyAdapter:
+    """A LeRobot pretrained policy with its saved pre/post-processors, as one `Policy`.
+
+    LeRobot >= 0.4 keeps normalization in processor pipelines saved beside the weights; running the bare
+    policy on raw observations would silently feed it unnormalized inputs, so this adapter always runs
+    preprocessor -> policy.select_action -> postprocessor, as `lerobot-eval` does.
+    """
+
+    def __init__(self, path: str | Path, device: str = "cpu"):
+        from lerobot.configs.policies import PreTrainedConfig
+        from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+
+        path = str(path)
+        cfg = PreTrainedConfig.from_pretrained(path)
+        cfg.pretrained_path = path
+        cfg.device = device
+        self.policy = get_policy_class(cfg.type).from_pretrained(path, config=cfg)
+        self.policy.eval()
+        self.preprocessor, self.postprocessor = make_pre_post_processors(
+            cfg, pretrained_path=path, preprocessor_overrides={"device_processor": {"device": device}}
+        )
+        self.config = cfg
+        self.name = f"{cfg.type}:{path}"
+
+    def reset(self) -> None:
+        self.policy.reset()
+        self.preprocessor.reset()
+        self.postprocessor.reset()
+
+    @torch.no_grad()
+    def select_action(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        wanted = set(self.config.input_features)
+        inputs = {k: v for k, v in batch.items() if k in wanted}
+        missing = wanted - set(inputs)
+        if missing:
+            raise KeyError(
+                f"policy {self.name} needs {sorted(missing)} but the observation has {sorted(batch)}; "
+                "record or render those cameras/features."
+            )
+        action = self.policy.select_action(self.preprocessor(inputs))
+        return self.postprocessor(action)
+
+
+def _import_factory(path: str):
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"policy.path='{path}' is not 'package.module:factory' nor an existing directory.")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ValueError(f"policy.path='{path}': cannot import module '{module_name}' ({e}).") from None
+    if not hasattr(module, attr):
+        raise ValueError(f"policy.path='{path}': module '{module_name}' has no attribute '{attr}'.")
+    return getattr(module, attr)
+
+
+def load_policy(cfg: PolicyConfig) -> Policy:
+    """Build the policy named by `cfg`: a LeRobot pretrained directory or an import-path factory."""
+    path = Path(cfg.path)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ValueError(
+                f"policy.path='{cfg.path}' is a directory without config.json; point it at a LeRobot "
+                "pretrained policy directory (the one holding config.json and model.safetensors)."
+            )
+        if cfg.kwargs_dict:
+            raise ValueError(
+                "policy.kwargs only applies to import-path factories, not to LeRobot directories."
+            )
+        return LeRobotPolicyAdapter(path, device=cfg.device)
+    if not cfg.is_import_path:
+        raise ValueError(
+            f"policy.path='{cfg.path}' is neither an existing directory nor an import path "
+            "'package.module:factory'."
+        )
+    policy = _import_factory(cfg.path)(**cfg.kwargs_dict)
+    if not isinstance(policy, Policy):
+        raise TypeError(
+            f"policy.path='{cfg.path}' returned {type(policy).__name__}, which lacks reset() and "
+            "select_action(batch); return an object that has both."
+        )
+    return policy
+
+
+def to_policy_batch(observation: dict[str, np.ndarray], device: str | torch.device = "cpu") -> dict:
+    """Reference-world observations (uint8 HWC images) -> LeRobot policy batch (float CHW in [0,1])."""
+    batch = {}
+    for key, value in observation.items():
+        tensor = torch.from_numpy(np.ascontiguousarray(value))
+        if key.startswith("observation.images."):
+            tensor = tensor.permute(0, 3, 1, 2).float().div_(255.0)  # (B,H,W,3) -> (B,3,H,W)
+        else:
+            tensor = tensor.float()
+        batch[key] = tensor.to(device)
+    return batch
+
+
+def check_action(action: Any, batch_size: int, action_dim: int, policy_name: str) -> np.ndarray:
+    """The policy's action as a (B, A) float array, or a one-line error naming the policy and the fault."""
+    if isinstance(action, torch.Tensor):
+        action = action.detach().float().cpu().numpy()
+    action = np.asarray(action, dtype=np.float32)
+    if action.shape != (batch_size, action_dim):
+        raise ValueError(
+            f"policy {policy_name} returned an action of shape {tuple(action.shape)}, expected "
+            f"({batch_size}, {action_dim}); select_action must return one {action_dim}-D action per env."
+        )
+    bad = ~np.isfinite(action)
+    if bad.any():
+        rows = sorted(set(np.nonzero(bad)[0].tolist()))
+        raise ValueError(f"policy {policy_name} returned NaN/inf actions for env(s) {rows}.")
+    return action

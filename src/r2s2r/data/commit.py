@@ -1,0 +1,98 @@
+"""Crash-safe appends to a LeRobot v3 dataset.
+
+LeRobot's writer keeps parquet writers open across episodes and rewrites `meta/info.json` after every
+episode, so a process killed mid-episode leaves a dataset LeRobot cannot load. It does, however, put every
+resumed recording into *new* data, video and episode-metadata files and never touches files a finalized
+session wrote. That makes a commit cheap: after each finalized batch we record the list of files and the
+three small mutable metadata files (info, stats, tasks) in one JSON written atomically. Restoring a commit
+deletes whatever a killed batch added and puts the metadata back, so a re-run continues from the last
+complete batch with no half-written episode and no duplicate.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+COMMIT_FILE = "r2s2r_recording.json"
+_TRACKED_DIRS = ("data", "videos", "meta/episodes", "images")
+_META_FILES = ("meta/info.json", "meta/stats.json", "meta/tasks.parquet")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` so that readers see the old or the new content, never a mix."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _tracked_files(root: Path) -> list[str]:
+    files = []
+    for d in _TRACKED_DIRS:
+        if (root / d).is_dir():
+            files += [str(p.relative_to(root)) for p in sorted((root / d).rglob("*")) if p.is_file()]
+    return files
+
+
+def write_commit(root: Path, record: dict[str, Any]) -> None:
+    """Mark the dataset's current on-disk state as complete, with `record` (config, episodes) beside it."""
+    meta = {}
+    for name in _META_FILES:
+        if (root / name).is_file():
+            meta[name] = base64.b64encode((root / name).read_bytes()).decode()
+    commit = {"files": _tracked_files(root), "meta": meta, **record}
+    atomic_write_text(root / COMMIT_FILE, json.dumps(commit, indent=1))
+
+
+def read_commit(root: Path) -> dict[str, Any] | None:
+    path = root / COMMIT_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            f"{path} is corrupt ({e.msg}); the recording cannot be resumed safely. "
+            f"Delete {root} and record again."
+        ) from None
+
+
+def restore_commit(root: Path, commit: dict[str, Any]) -> list[str]:
+    """Roll the dataset back to `commit`: delete files written after it, restore its metadata.
+
+    Returns the relative paths that were removed (empty when the dataset was already clean).
+    """
+    keep = set(commit["files"])
+    removed = [f for f in _tracked_files(root) if f not in keep]
+    for f in removed:
+        (root / f).unlink()
+    for d in _TRACKED_DIRS:  # drop directories the killed batch created and left empty
+        base = root / d
+        if base.is_dir():
+            for sub in sorted(base.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+                if sub.is_dir() and not any(sub.iterdir()):
+                    sub.rmdir()
+    if (root / "images").is_dir() and not any((root / "images").iterdir()):
+        shutil.rmtree(root / "images")
+    for name, blob in commit["meta"].items():
+        data = base64.b64decode(blob)
+        if (root / name).is_file() and (root / name).read_bytes() == data:
+            continue
+        tmp = root / f"{name}.tmp"
+        tmp.write_bytes(data)
+        os.replace(tmp, root / name)
+        removed.append(f"{name} (restored)")
+    missing = [f for f in keep if not (root / f).is_file()]
+    if missing:
+        raise ValueError(
+            f"dataset {root} lost {len(missing)} committed file(s), e.g. {missing[0]}; "
+            "it cannot be repaired: delete it and record again."
+        )
+    return removed

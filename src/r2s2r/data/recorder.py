@@ -1,0 +1,285 @@
+"""Record any policy in the reference world as a LeRobot v3 dataset, written by LeRobot's own writer.
+
+Episodes run in lockstep batches of `world.num_envs`. Each batch is rolled out in memory, then written
+episode by episode through `LeRobotDataset.add_frame` / `save_episode`, finalized, and committed (see
+`commit.py`). A failure anywhere in a batch leaves the dataset at the previous commit; re-running the same
+command continues with the first missing episode, so nothing is duplicated and nothing half-written stays.
+
+Episode `i` is a pure function of (`seed`, `i`): its initial object pose comes from
+`SeedSequence([seed, i])`, and policies draw their own randomness from what they observe, so the same seed
+reproduces the same episode whatever the batch size or how often the run was interrupted.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from r2s2r.data.commit import read_commit, restore_commit, write_commit
+from r2s2r.robots.aloha import TASK_TEXT, AlohaWorld, WorldConfig, sample_object_poses
+from r2s2r.robots.spec import EmbodimentSpec
+from r2s2r.rollout.policy import Policy, PolicyConfig, check_action, load_policy, to_policy_batch
+
+log = logging.getLogger(__name__)
+
+DISTRIBUTIONS = ("id", "ood", "mixed")
+# Settings that must not change when a recording is resumed: they define what an episode is.
+_RESUME_KEYS = (
+    "task",
+    "cameras",
+    "image_height",
+    "image_width",
+    "ood_margin",
+    "episode_length",
+    "distribution",
+    "seed",
+    "policy_path",
+    "policy_kwargs",
+    "vcodec",
+    "fps",
+)
+
+
+@dataclass
+class RecordConfig:
+    """What to record, with which policy, and where."""
+
+    root: str = "outputs/datasets/transfer_cube"  # dataset folder; re-running resumes it
+    repo_id: str = "local/aloha_transfer_cube"  # LeRobot repo id stored in the metadata (never pushed)
+    num_episodes: int = 8  # total episodes the dataset should hold when done
+    episode_length: int = 400  # control steps per episode (50 Hz: 8 s, as LeRobot's ALOHA datasets)
+    distribution: str = "mixed"  # initial object poses: id (gym-aloha's box) | ood (ring) | mixed (alternate)
+    seed: int = 0  # episode i is a pure function of (seed, i)
+    vcodec: str = "h264"  # h264 (decord reads it) | libsvtav1 (LeRobot's default, torchcodec only) | hevc
+    world: WorldConfig = field(default_factory=lambda: WorldConfig(num_envs=4))  # num_envs = batch size
+    policy: PolicyConfig = field(default_factory=PolicyConfig)  # who acts
+
+    def __post_init__(self) -> None:
+        if self.distribution not in DISTRIBUTIONS:
+            raise ValueError(f"distribution='{self.distribution}' must be one of {DISTRIBUTIONS}.")
+        if self.num_episodes < 1 or self.episode_length < 2:
+            raise ValueError(
+                f"num_episodes={self.num_episodes} must be >= 1 and "
+                f"episode_length={self.episode_length} >= 2."
+            )
+        if self.vcodec not in ("h264", "hevc", "libsvtav1"):
+            raise ValueError(f"vcodec='{self.vcodec}' must be h264, hevc or libsvtav1.")
+
+    def resume_key(self, fps: int) -> dict:
+        w = self.world
+        return {
+            "task": w.task, "cameras": list(w.cameras), "image_height": w.image_height,
+            "image_width": w.image_width, "ood_margin": w.ood_margin, "episode_length": self.episode_length,
+            "distribution": self.distribution, "seed": self.seed, "policy_path": self.policy.path,
+            "policy_kwargs": self.policy.kwargs_dict, "vcodec": self.vcodec, "fps": fps,
+        }  # fmt: skip
+
+
+@dataclass
+class RecordSummary:
+    root: Path
+    num_episodes: int  # episodes in the dataset now
+    new_episodes: int  # episodes this call recorded
+    successes: int  # successful episodes among all of them
+    seconds: float  # wall time of this call
+    episodes: list[dict]  # per-episode labels (index, distribution, initial pose, success, ...)
+
+
+def dataset_features(spec: EmbodimentSpec, world: WorldConfig) -> dict:
+    """LeRobot feature spec of a reference-world recording."""
+    n_obj = world.object_pose_dim // 7
+    obj_names = [f"obj{o}_{c}" for o in range(n_obj) for c in ("x", "y", "z", "qw", "qx", "qy", "qz")]
+    joints = list(spec.joint_names)
+    features = {
+        f"observation.images.{cam}": {
+            "dtype": "video",
+            "shape": (world.image_height, world.image_width, 3),
+            "names": ["height", "width", "channels"],
+        }
+        for cam in world.cameras
+    }
+    features.update({
+        "observation.state": {"dtype": "float32", "shape": (spec.state_dim,), "names": joints},
+        "action": {"dtype": "float32", "shape": (spec.action_dim,), "names": joints},
+        "observation.environment_state": {"dtype": "float32", "shape": (world.object_pose_dim,),
+                                          "names": obj_names},
+        "next.reward": {"dtype": "float32", "shape": (1,), "names": None},
+        "next.success": {"dtype": "bool", "shape": (1,), "names": None},
+        "next.done": {"dtype": "bool", "shape": (1,), "names": None},
+    })  # fmt: skip
+    return features
+
+
+def episode_initial_pose(cfg: RecordConfig, episode_index: int) -> tuple[np.ndarray, str]:
+    """The initial object pose of episode `episode_index` and whether it is ID or OOD."""
+    dist = cfg.distribution
+    if dist == "mixed":
+        dist = "id" if episode_index % 2 == 0 else "ood"
+    rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, episode_index]))
+    pose = sample_object_poses(cfg.world.task, dist, rng, 1, cfg.world.ood_margin)[0]
+    return pose, dist
+
+
+def rollout_batch(
+    world: AlohaWorld, policy: Policy, poses: np.ndarray, episode_length: int, policy_name: str
+) -> list[list[dict]]:
+    """Run the policy from `poses` for `episode_length` steps; one list of LeRobot frames per env."""
+    obs = world.reset(poses)
+    policy.reset()
+    batch_size = len(poses)
+    frames: list[list[dict]] = [[] for _ in range(batch_size)]
+    for t in range(episode_length):
+        try:
+            raw_action = policy.select_action(to_policy_batch(obs))
+        except Exception as e:
+            raise RuntimeError(f"policy {policy_name} raised at step {t}: {type(e).__name__}: {e}") from e
+        action = check_action(raw_action, batch_size, world.spec.action_dim, policy_name)
+        result = world.step(action)
+        for b in range(batch_size):
+            frame = {key: value[b] for key, value in obs.items()}
+            frame["action"] = action[b]
+            frame["next.reward"] = np.array([result.reward[b]], dtype=np.float32)
+            frame["next.success"] = np.array([result.success[b]], dtype=bool)
+            frame["next.done"] = np.array([t == episode_length - 1], dtype=bool)
+            frames[b].append(frame)
+        obs = result.observation
+    return frames
+
+
+def _open_dataset(cfg: RecordConfig, root: Path, spec: EmbodimentSpec, fps: int):
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    if (root / "meta" / "info.json").is_file():
+        return LeRobotDataset(cfg.repo_id, root=root, vcodec=cfg.vcodec)
+    return LeRobotDataset.create(
+        cfg.repo_id, fps=fps, features=dataset_features(spec, cfg.world), root=root,
+        robot_type=spec.name, use_videos=True, vcodec=cfg.vcodec,
+    )  # fmt: skip
+
+
+def _quiet_writers() -> None:
+    """Keep libx264's per-file statistics and datasets' per-episode progress bars off the console."""
+    import av
+    import datasets
+
+    av.logging.set_libav_level(av.logging.ERROR)
+    datasets.disable_progress_bars()  # LeRobot re-enables them whenever it loads a dataset
+    # LeRobot's histogram of the bool `next.success` column casts it to uint8, correctly, and warns.
+    warnings.filterwarnings("ignore", message="Converting input from bool", category=RuntimeWarning)
+
+
+def _write_batch(dataset, frames: list[list[dict]], task_text: str) -> None:
+    _quiet_writers()
+    for episode in frames:
+        for frame in episode:
+            dataset.add_frame({**frame, "task": task_text})
+        dataset.save_episode()
+    dataset.finalize()
+
+
+def _label_episode(frames: list[dict], episode_index: int, pose: np.ndarray, dist: str) -> dict:
+    success = np.array([f["next.success"][0] for f in frames])
+    rewards = np.array([f["next.reward"][0] for f in frames])
+    return {
+        "episode_index": episode_index,
+        "distribution": dist,
+        "initial_object_pose": [round(float(v), 6) for v in pose],
+        "success": bool(success.any()),
+        "success_step": int(np.argmax(success)) if success.any() else -1,
+        "max_reward": float(rewards.max()),
+    }
+
+
+def _resume_state(cfg: RecordConfig, root: Path, key: dict) -> list[dict]:
+    """Episodes already committed at `root` (empty for a new dataset); rolls back a killed batch."""
+    partial = root.with_name(root.name + ".partial")
+    if partial.exists():  # a first batch that never committed
+        shutil.rmtree(partial)
+    if not root.exists():
+        return []
+    commit = read_commit(root)
+    if commit is None:
+        raise ValueError(
+            f"{root} exists but is not an r2s2r recording (no r2s2r_recording.json); "
+            "pick a new --root or delete that folder."
+        )
+    changed = {k: (commit["config"].get(k), v) for k, v in key.items() if commit["config"].get(k) != v}
+    if changed:
+        diff = "; ".join(f"{k}: recorded {old!r}, now {new!r}" for k, (old, new) in changed.items())
+        raise ValueError(
+            f"cannot resume {root} with different settings ({diff}); use the same ones or a new --root."
+        )
+    removed = restore_commit(root, commit)
+    if removed:
+        log.warning(
+            "rolled %s back to its last complete batch (removed %d leftover files)", root, len(removed)
+        )
+    return commit["episodes"]
+
+
+def record(cfg: RecordConfig) -> RecordSummary:
+    """Record (or finish recording) `cfg.num_episodes` episodes of `cfg.policy` into `cfg.root`."""
+    start = time.perf_counter()
+    root = Path(cfg.root)
+    policy = load_policy(cfg.policy)
+    policy_name = cfg.policy.path
+    with AlohaWorld(cfg.world) as world:
+        fps = world.spec.control_hz
+        key = cfg.resume_key(fps)
+        episodes = _resume_state(cfg, root, key)
+        done = resumed_from = len(episodes)
+        bar = tqdm(total=cfg.num_episodes, initial=min(done, cfg.num_episodes), desc="record", unit="ep")
+        for first in range(done, cfg.num_episodes, cfg.world.num_envs):
+            indices = list(range(first, min(first + cfg.world.num_envs, cfg.num_episodes)))
+            # Lockstep needs a full batch; pad with repeats of the last episode and drop them after.
+            padded = indices + [indices[-1]] * (cfg.world.num_envs - len(indices))
+            poses, dists = zip(*(episode_initial_pose(cfg, i) for i in padded), strict=True)
+            torch.manual_seed(cfg.seed * 1_000_003 + first)  # for stochastic learned policies
+            try:
+                frames = rollout_batch(world, policy, np.stack(poses), cfg.episode_length, policy_name)
+            except Exception as e:
+                raise RuntimeError(
+                    f"episodes {indices[0]}..{indices[-1]} failed, none of them was written ({e}); "
+                    f"the dataset keeps its {done} complete episodes, re-run to resume."
+                ) from e
+            frames = frames[: len(indices)]
+            target = root if root.exists() else root.with_name(root.name + ".partial")
+            dataset = _open_dataset(cfg, target, world.spec, fps)
+            _write_batch(dataset, frames, TASK_TEXT[cfg.world.task])
+            episodes += [
+                _label_episode(f, i, p, d) for f, i, p, d in zip(frames, indices, poses, dists, strict=False)
+            ]
+            write_commit(target, {"config": key, "episodes": episodes})
+            if target != root:
+                target.rename(root)  # the first complete batch makes the dataset appear, atomically
+            done = len(episodes)
+            bar.update(len(indices))
+            bar.set_postfix(success=f"{sum(e['success'] for e in episodes)}/{done}")
+        bar.close()
+    return RecordSummary(
+        root=root,
+        num_episodes=len(episodes),
+        new_episodes=len(episodes) - resumed_from,
+        successes=sum(e["success"] for e in episodes),
+        seconds=time.perf_counter() - start,
+        episodes=episodes,
+    )
+
+
+def summary_text(summary: RecordSummary) -> str:
+    by_dist: dict[str, list[bool]] = {}
+    for e in summary.episodes:
+        by_dist.setdefault(e["distribution"], []).append(e["success"])
+    rates = ", ".join(f"{d}: {sum(v)}/{len(v)} succeeded" for d, v in sorted(by_dist.items()))
+    return (
+        f"{summary.root}: {summary.num_episodes} episodes "
+        f"({summary.new_episodes} new, {summary.seconds:.1f} s); {rates}"
+    )

@@ -1,0 +1,131 @@
+"""Damped-least-squares inverse kinematics for the two ViperX 300s arms of gym-aloha's ALOHA model.
+
+The scripted demonstrators think in gripper poses (where the point between the fingers should be, and
+which way the gripper points) but the world takes absolute joint targets. This module maps one to the
+other on a private `mujoco.MjModel` copy of the task MJCF, used for kinematics only: it never steps
+physics, so it cannot disturb the world it plans for.
+
+Each call runs a few DLS iterations per arm, warm-started from the previous solution; a demonstrator
+tracks a slowly moving target, so a handful of iterations per control step keeps it converged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import mujoco
+import numpy as np
+from gym_aloha import constants as aloha_constants
+
+SIDES = ("left", "right")
+ARM_JOINTS = ("waist", "shoulder", "elbow", "forearm_roll", "wrist_angle", "wrist_rotate")
+# The grasp point (tool centre point) in the gripper_link frame: on the fingers' closing axis, 12 cm out,
+# where the finger pads are still ~3 cm tall; a cube centred here is held by the pads, not the tips.
+DEFAULT_TCP = (0.12, 0.0, 0.0)
+
+
+def frame_from_axes(approach: np.ndarray, closing: np.ndarray) -> np.ndarray:
+    """Gripper orientation (3,3) whose x axis points along `approach` and y axis along `closing`.
+
+    gym-aloha's gripper_link has x pointing out of the gripper and the fingers sliding along y, so these
+    two directions say everything about a grasp; `closing` is made orthogonal to `approach` here.
+    """
+    x = np.asarray(approach, dtype=float)
+    x = x / np.linalg.norm(x)
+    y = np.asarray(closing, dtype=float)
+    y = y - x * (x @ y)
+    y = y / np.linalg.norm(y)
+    return np.stack([x, y, np.cross(x, y)], axis=1)  # columns are the frame's axes in world coordinates
+
+
+def rotation_error(rot: np.ndarray, rot_des: np.ndarray) -> np.ndarray:
+    """World-frame rotation vector (3,) that turns `rot` towards `rot_des` (exact for small errors).
+
+    The half-sum of column cross products is sin(angle) * axis: well defined everywhere except exactly
+    opposite frames, which a tracked trajectory never reaches.
+    """
+    return 0.5 * (
+        np.cross(rot[:, 0], rot_des[:, 0])
+        + np.cross(rot[:, 1], rot_des[:, 1])
+        + np.cross(rot[:, 2], rot_des[:, 2])
+    )
+
+
+@dataclass
+class IKConfig:
+    """Gains of the damped-least-squares solver."""
+
+    damping: float = 0.03  # DLS damping (m): larger is steadier near singularities, slower to converge
+    rot_weight: float = 0.25  # metres of position error worth one radian of orientation error
+    max_step: float = 0.2  # largest joint change (rad) per iteration, so one bad target cannot whip an arm
+
+
+class BimanualIK:
+    """Forward and inverse kinematics of both ALOHA arms on a private kinematics-only MuJoCo model.
+
+    Joint vectors here are (2,6): left arm then right arm, each in `ARM_JOINTS` order, the same order as
+    the arm entries of the 14-D action (the grippers are not part of the kinematics).
+    """
+
+    def __init__(
+        self,
+        xml: str | Path | None = None,
+        tcp: tuple[float, float, float] = DEFAULT_TCP,
+        cfg: IKConfig | None = None,
+    ):
+        xml = Path(xml) if xml else aloha_constants.ASSETS_DIR / "bimanual_viperx_transfer_cube.xml"
+        self.model = mujoco.MjModel.from_xml_path(str(xml))
+        self.data = mujoco.MjData(self.model)
+        self.cfg = cfg or IKConfig()
+        self.tcp = np.asarray(tcp, dtype=float)
+        joints = [[self.model.joint(f"vx300s_{s}/{j}") for j in ARM_JOINTS] for s in SIDES]
+        self.qadr = np.array([[self.model.jnt_qposadr[j.id] for j in arm] for arm in joints])  # (2,6)
+        self.dofadr = np.array([[self.model.jnt_dofadr[j.id] for j in arm] for arm in joints])  # (2,6)
+        self.lower = np.array([[j.range[0] for j in arm] for arm in joints])  # (2,6)
+        self.upper = np.array([[j.range[1] for j in arm] for arm in joints])  # (2,6)
+        self.body = [self.model.body(f"vx300s_{s}/gripper_link").id for s in SIDES]
+        self._jacp = np.zeros((3, self.model.nv))
+        self._jacr = np.zeros((3, self.model.nv))
+        self.base = np.array([self.model.body(f"vx300s_{s}").pos for s in SIDES])  # (2,3) arm base positions
+
+    def _set(self, q: np.ndarray) -> None:
+        self.data.qpos[self.qadr.ravel()] = q.ravel()
+        mujoco.mj_kinematics(self.model, self.data)
+
+    def _tcp_pose(self, arm: int) -> tuple[np.ndarray, np.ndarray]:
+        rot = self.data.xmat[self.body[arm]].reshape(3, 3)
+        return self.data.xpos[self.body[arm]] + rot @ self.tcp, rot.copy()
+
+    def fk(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Grasp-point positions (2,3) and gripper orientations (2,3,3) for arm joints q (2,6)."""
+        self._set(np.asarray(q, dtype=float))
+        poses = [self._tcp_pose(a) for a in range(2)]
+        return np.stack([p for p, _ in poses]), np.stack([r for _, r in poses])
+
+    def solve(
+        self, q: np.ndarray, pos: np.ndarray, rot: np.ndarray, iters: int = 3
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Move arm joints q (2,6) towards grasp-point targets pos (2,3) with orientations rot (2,3,3).
+
+        Returns the improved joints (2,6), clamped to the joint ranges, and each arm's remaining
+        position error (2,) in metres, measured after the last iteration.
+        """
+        q = np.array(q, dtype=float)
+        cfg = self.cfg
+        lam2 = cfg.damping**2 * np.eye(6)
+        for _ in range(iters):
+            self._set(q)
+            mujoco.mj_comPos(self.model, self.data)  # mj_jac needs the com-based dof axes
+            for arm in range(2):
+                p, r = self._tcp_pose(arm)
+                err = np.concatenate([pos[arm] - p, cfg.rot_weight * rotation_error(r, rot[arm])])  # (6,)
+                mujoco.mj_jac(self.model, self.data, self._jacp, self._jacr, p, self.body[arm])
+                cols = self.dofadr[arm]
+                jac = np.concatenate([self._jacp[:, cols], cfg.rot_weight * self._jacr[:, cols]])  # (6,6)
+                dq = jac.T @ np.linalg.solve(jac @ jac.T + lam2, err)
+                q[arm] += np.clip(dq, -cfg.max_step, cfg.max_step)
+            q = np.clip(q, self.lower, self.upper)
+        self._set(q)
+        pos_now = np.stack([self._tcp_pose(a)[0] for a in range(2)])
+        return q, np.linalg.norm(pos - pos_now, axis=1)
