@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 os.environ.setdefault("MUJOCO_GL", "egl")
 import torch  # noqa: F401, E402  (import order matters, see above)
 
-try:
+try:  # noqa: SIM105
     import triton  # noqa: F401
-except ImportError:  # CPU-only torch builds ship without triton; nothing to pre-load then
+except ImportError:  # CPU-only torch builds ship without triton: nothing to pre-load
     pass
 
 # isort: split
