@@ -59,7 +59,7 @@ class RecordConfig:
     distribution: str = "mixed"  # initial object poses: id (gym-aloha's box) | ood (ring) | mixed (alternate)
     seed: int = 0  # episode i is a pure function of (seed, i)
     vcodec: str = "h264"  # h264 (decord reads it) | libsvtav1 (LeRobot's default, torchcodec only) | hevc
-    world: WorldConfig = field(default_factory=lambda: WorldConfig(num_envs=4))  # num_envs = batch size
+    world: WorldConfig = field(default_factory=WorldConfig)  # the reference world and how it is observed
     policy: PolicyConfig = field(default_factory=PolicyConfig)  # who acts
 
     def __post_init__(self) -> None:
@@ -79,7 +79,7 @@ class RecordConfig:
             "task": w.task, "cameras": list(w.cameras), "image_height": w.image_height,
             "image_width": w.image_width, "ood_margin": w.ood_margin, "episode_length": self.episode_length,
             "distribution": self.distribution, "seed": self.seed, "policy_path": self.policy.path,
-            "policy_kwargs": self.policy.kwargs_dict, "vcodec": self.vcodec, "fps": fps,
+            "policy_kwargs": self.policy.kwargs, "vcodec": self.vcodec, "fps": fps,
         }  # fmt: skip
 
 

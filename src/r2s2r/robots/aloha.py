@@ -56,7 +56,7 @@ class WorldConfig:
     cameras: tuple[str, ...] = ("top", "left_wrist", "right_wrist")  # views rendered every step
     image_height: int = 96  # rendered image height in pixels
     image_width: int = 128  # rendered image width in pixels
-    num_envs: int = 1  # episodes simulated in lockstep
+    num_envs: int = 4  # episodes simulated in lockstep (the recorder's batch)
     ood_margin: float = 0.05  # width (m) of the out-of-distribution ring around the ID box
 
     def __post_init__(self) -> None:

@@ -129,3 +129,66 @@ class BimanualIK:
         self._set(q)
         pos_now = np.stack([self._tcp_pose(a)[0] for a in range(2)])
         return q, np.linalg.norm(pos - pos_now, axis=1)
+
+
+# ------------------------------------------------------------------ Cartesian trajectories
+def min_jerk(s: float) -> float:
+    """Minimum-jerk time scaling of progress s in [0,1]: zero velocity and acceleration at both ends."""
+    s = min(max(s, 0.0), 1.0)
+    return s * s * s * (10.0 + s * (-15.0 + 6.0 * s))
+
+
+def slerp_rotation(rot0: np.ndarray, rot1: np.ndarray, s: float) -> np.ndarray:
+    """Orientation (3,3) a fraction s of the shortest way from rot0 to rot1 (spherical interpolation)."""
+    q0, q1 = np.zeros(4), np.zeros(4)
+    mujoco.mju_mat2Quat(q0, rot0.ravel())
+    mujoco.mju_mat2Quat(q1, rot1.ravel())
+    dot = float(q0 @ q1)
+    if dot < 0.0:  # q and -q are the same rotation; take the short arc
+        q1, dot = -q1, -dot
+    if dot > 0.9995:
+        q = q0 + s * (q1 - q0)
+    else:
+        theta = np.arccos(dot)
+        q = (np.sin((1.0 - s) * theta) * q0 + np.sin(s * theta) * q1) / np.sin(theta)
+    q /= np.linalg.norm(q)
+    out = np.zeros(9)
+    mujoco.mju_quat2Mat(out, q)
+    return out.reshape(3, 3)
+
+
+class PoseTrack:
+    """One arm's Cartesian plan: the current straight-line move of the grasp point and the gripper ramp.
+
+    Moves are scheduled in control steps; before a move starts the arm holds where the last one ended,
+    after it ends it holds the target. The gripper ramps linearly between normalized openings
+    (0 closed, 1 open) on its own schedule, so a gripper event can come early or late relative to the arm.
+    """
+
+    def __init__(self, pos: np.ndarray, rot: np.ndarray, grip: float):
+        self.p0, self.p1 = pos.copy(), pos.copy()
+        self.r0, self.r1 = rot.copy(), rot.copy()
+        self.t0, self.dur = 0, 1
+        self.g0 = self.g1 = float(grip)
+        self.gt0, self.gdur = 0, 1
+
+    def pose(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """Target grasp-point position (3,) and gripper orientation (3,3) at control step t."""
+        s = min_jerk((t - self.t0) / self.dur)
+        return self.p0 + s * (self.p1 - self.p0), slerp_rotation(self.r0, self.r1, s)
+
+    def grip(self, t: int) -> float:
+        """Normalized gripper command at control step t."""
+        s = min(max((t - self.gt0) / self.gdur, 0.0), 1.0)
+        return self.g0 + s * (self.g1 - self.g0)
+
+    def move(self, t_start: int, dur: int, pos: np.ndarray, rot: np.ndarray) -> None:
+        """Schedule a move to (pos, rot) from wherever the plan is at t_start, lasting dur steps."""
+        self.p0, self.r0 = self.pose(t_start)
+        self.p1, self.r1 = np.asarray(pos, dtype=float).copy(), np.asarray(rot, dtype=float).copy()
+        self.t0, self.dur = t_start, max(int(dur), 1)
+
+    def set_grip(self, t_start: int, dur: int, grip: float) -> None:
+        """Schedule a gripper ramp to `grip` from its value at t_start, lasting dur steps."""
+        self.g0 = self.grip(t_start)
+        self.g1, self.gt0, self.gdur = float(grip), t_start, max(int(dur), 1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -34,23 +34,21 @@ class PolicyConfig:
     """Which policy to run: a LeRobot pretrained directory or a `package.module:factory` import path."""
 
     path: str = "r2s2r.robots.demonstrators:make_demonstrator"  # LeRobot policy dir or pkg.mod:factory
-    kwargs: str = "{}"  # JSON object of keyword arguments for the factory, e.g. '{"skill": "noisy"}'
+    kwargs: dict[str, Any] = field(default_factory=dict)  # factory keyword arguments: '{skill: noisy}'
     device: str = "cpu"  # torch device the policy runs on
 
     def __post_init__(self) -> None:
-        try:
-            parsed = json.loads(self.kwargs) if isinstance(self.kwargs, str) else dict(self.kwargs)
-        except json.JSONDecodeError as e:
+        if not isinstance(self.kwargs, dict):
             raise ValueError(
-                f"policy.kwargs={self.kwargs!r} is not valid JSON ({e.msg}); "
-                """pass an object, e.g. --policy.kwargs='{"skill": "noisy"}'."""
+                f"policy.kwargs={self.kwargs!r} must be a mapping, "
+                """e.g. --policy.kwargs='{"skill": "noisy"}'."""
+            )
+        try:
+            json.dumps(self.kwargs)
+        except TypeError as e:
+            raise ValueError(
+                f"policy.kwargs must hold JSON values (str, number, bool, list, dict): {e}"
             ) from None
-        if not isinstance(parsed, dict):
-            raise ValueError(f"policy.kwargs={self.kwargs!r} must be a JSON object, e.g. '{{\"seed\": 1}}'.")
-
-    @property
-    def kwargs_dict(self) -> dict[str, Any]:
-        return json.loads(self.kwargs) if isinstance(self.kwargs, str) else dict(self.kwargs)
 
     @property
     def is_import_path(self) -> bool:
@@ -122,7 +120,7 @@ def load_policy(cfg: PolicyConfig) -> Policy:
                 f"policy.path='{cfg.path}' is a directory without config.json; point it at a LeRobot "
                 "pretrained policy directory (the one holding config.json and model.safetensors)."
             )
-        if cfg.kwargs_dict:
+        if cfg.kwargs:
             raise ValueError(
                 "policy.kwargs only applies to import-path factories, not to LeRobot directories."
             )
@@ -132,7 +130,7 @@ def load_policy(cfg: PolicyConfig) -> Policy:
             f"policy.path='{cfg.path}' is neither an existing directory nor an import path "
             "'package.module:factory'."
         )
-    policy = _import_factory(cfg.path)(**cfg.kwargs_dict)
+    policy = _import_factory(cfg.path)(**cfg.kwargs)
     if not isinstance(policy, Policy):
         raise TypeError(
             f"policy.path='{cfg.path}' returned {type(policy).__name__}, which lacks reset() and "

@@ -1,0 +1,262 @@
+"""Turn any LeRobot v3 dataset into multi-view training clips for the world model.
+
+A clip is `context_frames + future_frames` frames of every requested camera, spaced at `frame_rate` (a
+divisor of the dataset's control rate: 10 Hz model frames over 50 Hz control gives a stride of 5), with
+the actions between consecutive frames as chunks of `stride` actions, the proprio at every frame and,
+where the dataset has them, the object state, the reward and success labels:
+
+    observation.images.<cam>       (T,3,H,W) float in [0,1]
+    observation.state              (T,S)
+    observation.environment_state  (T,E)       if recorded
+    action                         (T-1,K,A)   K = stride: the actions taken from frame t to frame t+1
+    next.reward, next.success      (T-1,)      label of the state reached at frame t+1, if recorded
+    episode_success                ()          whether the episode ever succeeded, if recorded
+    episode_index ()  frame_index (T,)
+
+Tabular data are read once through LeRobot's own metadata and parquet loaders and kept as numpy arrays,
+so samples cost only the video decode; frames come from `FrameDecoder` (decord, or LeRobot's decoder
+where decord cannot read a file).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from r2s2r.data.video import FrameDecoder, video_frame_index
+from r2s2r.robots.spec import robot_spec
+
+log = logging.getLogger(__name__)
+
+_TABULAR = ("observation.state", "action", "observation.environment_state", "next.reward", "next.success")
+
+
+@dataclass
+class ClipConfig:
+    """Which dataset to read and how to cut it into clips."""
+
+    root: str = "outputs/datasets/transfer_cube"  # folder of a LeRobot v3 dataset
+    repo_id: str = "local/dataset"  # LeRobot repo id (a label only: nothing is downloaded)
+    cameras: tuple[str, ...] = ()  # camera names to read; empty = every camera of the dataset
+    context_frames: int = 2  # K frames the model conditions on
+    future_frames: int = 1  # frames it predicts after them
+    frame_rate: int = 10  # model frames per second; must divide the dataset's fps
+    decoder: str = "auto"  # auto (decord, LeRobot's decoder where decord fails) | decord | lerobot
+    robot: str = "aloha"  # embodiment whose action/state dims the data must match; "" skips the check
+    episodes: tuple[int, ...] | None = None  # episode indices to use; None = all
+
+    def __post_init__(self) -> None:
+        if self.context_frames < 1 or self.future_frames < 1:
+            raise ValueError(
+                f"context_frames={self.context_frames} and future_frames={self.future_frames} must be >= 1."
+            )
+        if self.frame_rate < 1:
+            raise ValueError(f"frame_rate={self.frame_rate} must be >= 1 Hz.")
+        self.cameras = tuple(self.cameras)
+
+    @property
+    def clip_length(self) -> int:
+        return self.context_frames + self.future_frames
+
+
+class ClipDataset(torch.utils.data.Dataset):
+    """Multi-view clips from a LeRobot v3 dataset; see the module docstring for the sample layout."""
+
+    def __init__(self, cfg: ClipConfig):
+        from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata
+
+        self.cfg = cfg
+        self.root = Path(cfg.root)
+        if not (self.root / "meta" / "info.json").is_file():
+            raise FileNotFoundError(
+                f"no LeRobot dataset at {self.root} (meta/info.json is missing); record one with "
+                "`r2s2r-record --root=...` or point root at a dataset folder."
+            )
+        self.meta = LeRobotDatasetMetadata(cfg.repo_id, root=self.root)
+        self.fps = self.meta.fps
+        if self.fps % cfg.frame_rate:
+            raise ValueError(
+                f"frame_rate={cfg.frame_rate} Hz does not divide the dataset's {self.fps} Hz; "
+                f"pick a divisor such as {', '.join(str(d) for d in _divisors(self.fps))}."
+            )
+        self.stride = self.fps // cfg.frame_rate
+        self.camera_keys = self._select_cameras()
+        self.data = self._load_tabular()
+        self._check_dims_and_values()
+        self._build_index()
+        self.decoder = FrameDecoder(cfg.decoder, fps=self.fps)
+        self._check_videos()
+        self.decoder.close()  # workers open their own readers (lerobot#2488)
+        self.stats = self._compute_stats()
+
+    # ------------------------------------------------------------------ setup
+    def _select_cameras(self) -> list[str]:
+        available = [k.removeprefix("observation.images.") for k in self.meta.video_keys]
+        if self.meta.image_keys:
+            raise ValueError(
+                f"{self.root} stores cameras {self.meta.image_keys} as images, not videos; re-encode it as "
+                "videos (LeRobot's default) to read it here."
+            )
+        wanted = list(self.cfg.cameras) or available
+        missing = [c for c in wanted if c not in available]
+        if missing:
+            raise ValueError(
+                f"dataset {self.root} has no camera {missing} (it has: {', '.join(available) or 'none'}); "
+                "drop it from cameras or record it."
+            )
+        return [f"observation.images.{c}" for c in wanted]
+
+    def _load_tabular(self) -> dict[str, np.ndarray]:
+        from lerobot.datasets.utils import load_nested_dataset
+
+        hf = load_nested_dataset(self.root / "data")
+        columns = ["episode_index", "frame_index", "index"] + [c for c in _TABULAR if c in hf.column_names]
+        table = hf.select_columns(columns).with_format("numpy")[:]
+        order = np.argsort(table["index"], kind="stable")
+        data = {k: np.asarray(v)[order] for k, v in table.items()}
+        for key in ("next.reward", "next.success"):
+            if key in data:
+                data[key] = data[key].reshape(len(order))
+        return data
+
+    def _check_dims_and_values(self) -> None:
+        if self.cfg.robot:
+            spec = robot_spec(self.cfg.robot)
+            for key, dim in (("action", spec.action_dim), ("observation.state", spec.state_dim)):
+                if key not in self.data:
+                    raise ValueError(
+                        f"dataset {self.root} has no '{key}' column; it cannot train a world model."
+                    )
+                if self.data[key].shape[1] != dim:
+                    raise ValueError(
+                        f"dataset {self.root} has {self.data[key].shape[1]}-D '{key}' but robot "
+                        f"'{spec.name}' has {dim}; set robot to the robot that recorded it."
+                    )
+        for key in ("action", "observation.state", "observation.environment_state"):
+            if key in self.data and not np.isfinite(self.data[key]).all():
+                row = int(np.argmax(~np.isfinite(self.data[key]).all(axis=1)))
+                ep, frame = int(self.data["episode_index"][row]), int(self.data["frame_index"][row])
+                raise ValueError(
+                    f"episode {ep} frame {frame} of {self.root} has NaN/inf in '{key}'; drop that episode "
+                    "(episodes=...) or re-record it."
+                )
+
+    def _build_index(self) -> None:
+        episode_index = self.data["episode_index"]
+        wanted = set(self.cfg.episodes) if self.cfg.episodes is not None else None
+        span = (self.cfg.clip_length - 1) * self.stride  # control steps from first to last clip frame
+        self.episodes, starts, counts = [], [], []
+        for ep in np.unique(episode_index):
+            if wanted is not None and int(ep) not in wanted:
+                continue
+            rows = np.nonzero(episode_index == ep)[0]
+            n_clips = len(rows) - span
+            if n_clips <= 0:
+                log.warning(
+                    "episode %d has %d frames, too few for one clip of %d; skipped", ep, len(rows), span + 1
+                )
+                continue
+            self.episodes.append(int(ep))
+            starts.append(int(rows[0]))
+            counts.append(n_clips)
+        if wanted is not None and (unknown := wanted - set(np.unique(episode_index).tolist())):
+            raise ValueError(f"episodes {sorted(unknown)} are not in {self.root}.")
+        if not self.episodes:
+            raise ValueError(
+                f"no episode of {self.root} is long enough for a clip of {self.cfg.clip_length} frames at "
+                f"{self.cfg.frame_rate} Hz; use fewer frames or a higher frame_rate."
+            )
+        self._row0 = np.array(starts)  # first table row of each kept episode
+        self._cum = np.concatenate([[0], np.cumsum(counts)])
+        episodes_meta = self.meta.episodes.to_pandas().set_index("episode_index")
+        self._video_from = {  # (camera key, episode) -> (video file, timestamp of the episode's first frame)
+            (key, ep): self._video_location(episodes_meta.loc[ep], key)
+            for key in self.camera_keys
+            for ep in self.episodes
+        }
+
+    def _video_location(self, row, key: str) -> tuple[Path, float]:
+        chunk, file = int(row[f"videos/{key}/chunk_index"]), int(row[f"videos/{key}/file_index"])
+        path = self.root / self.meta.video_path.format(video_key=key, chunk_index=chunk, file_index=file)
+        return path, float(row[f"videos/{key}/from_timestamp"])
+
+    def _check_videos(self) -> None:
+        """Every video file must decode through the last frame its episodes need."""
+        needed: dict[Path, int] = {}
+        for (_, ep), (path, from_ts) in self._video_from.items():
+            length = int(np.sum(self.data["episode_index"] == ep))
+            last = int(video_frame_index(from_ts, length - 1, self.fps)) + 1
+            needed[path] = max(needed.get(path, 0), last)
+        for path, n in needed.items():
+            self.decoder.check(path, n)
+
+    def _compute_stats(self) -> dict[str, dict[str, torch.Tensor]]:
+        """Per-feature mean/std/min/max over the rows used: proprio, actions, object state, cameras."""
+        rows = np.concatenate([np.nonzero(self.data["episode_index"] == ep)[0] for ep in self.episodes])
+        stats = {}
+        for key in ("observation.state", "action", "observation.environment_state"):
+            if key in self.data:
+                x = self.data[key][rows].astype(np.float64)
+                stats[key] = {
+                    "mean": x.mean(0), "std": x.std(0), "min": x.min(0), "max": x.max(0),
+                }  # fmt: skip
+        for key in self.camera_keys:  # LeRobot computes per-channel image stats while recording
+            if self.meta.stats and key in self.meta.stats:
+                stats[key] = {k: self.meta.stats[key][k] for k in ("mean", "std", "min", "max")}
+        return {
+            k: {s: torch.as_tensor(np.asarray(v), dtype=torch.float32) for s, v in d.items()}
+            for k, d in stats.items()
+        }
+
+    # ------------------------------------------------------------------ access
+    def __len__(self) -> int:
+        return int(self._cum[-1])
+
+    def locate(self, idx: int) -> tuple[int, int]:
+        """(episode index, first frame index) of clip `idx`."""
+        k, start = self._locate(idx)
+        return self.episodes[k], start
+
+    def _locate(self, idx: int) -> tuple[int, int]:
+        if not 0 <= idx < len(self):
+            raise IndexError(f"clip {idx} out of range for {len(self)} clips")
+        k = int(np.searchsorted(self._cum, idx, side="right") - 1)
+        return k, int(idx - self._cum[k])
+
+    def __getitem__(self, idx: int) -> dict[str, torch.Tensor]:
+        k, start = self._locate(idx)
+        ep = self.episodes[k]
+        T, K = self.cfg.clip_length, self.stride
+        frames = start + K * np.arange(T)  # (T,) frame indices within the episode
+        rows = self._row0[k] + frames
+        sample: dict[str, torch.Tensor] = {}
+        for key in self.camera_keys:
+            path, from_ts = self._video_from[(key, ep)]
+            sample[key] = self.decoder.decode(path, video_frame_index(from_ts, frames, self.fps).tolist())
+        sample["observation.state"] = torch.from_numpy(self.data["observation.state"][rows]).float()
+        if "observation.environment_state" in self.data:
+            sample["observation.environment_state"] = torch.from_numpy(
+                self.data["observation.environment_state"][rows]
+            ).float()
+        action_rows = self._row0[k] + start + np.arange((T - 1) * K)
+        sample["action"] = (
+            torch.from_numpy(self.data["action"][action_rows]).float().reshape(T - 1, K, -1)
+        )  # (T-1,K,A)
+        label_rows = rows[1:] - 1  # the transition that ends at frame t+1
+        for key in ("next.reward", "next.success"):
+            if key in self.data:
+                sample[key] = torch.from_numpy(self.data[key][label_rows])
+        if "next.success" in self.data:
+            ep_rows = self._row0[k] + np.arange(self._cum[k + 1] - self._cum[k] + (T - 1) * K)
+            sample["episode_success"] = torch.tensor(bool(self.data["next.success"][ep_rows].any()))
+        sample["episode_index"] = torch.tensor(ep)
+        sample["frame_index"] = torch.from_numpy(frames)
+        return sample
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]

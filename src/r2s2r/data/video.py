@@ -1,0 +1,111 @@
+"""Random-access frame decoding for LeRobot video files: decord first, LeRobot's own decoder as fallback.
+
+decord seeks and decodes a handful of frames from an h264 file much faster than a general decoder, which
+is what training on short clips needs. It cannot read AV1, LeRobot's default codec and the codec of most
+published LeRobot datasets, so any file decord refuses is read through
+`lerobot.datasets.video_utils.decode_video_frames` (torchcodec) instead, with a warning naming the file.
+
+Decoder objects are cached per process: a decoder opened before a DataLoader forks must not be used in
+the workers (lerobot#2488), so a new process always opens its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+log = logging.getLogger(__name__)
+
+DECODERS = ("auto", "decord", "lerobot")
+
+
+class VideoFileError(ValueError):
+    """A video file that is missing, corrupt or shorter than its episodes need."""
+
+
+class FrameDecoder:
+    """Decode frames `indices` of a video file as (N,3,H,W) float in [0,1]."""
+
+    def __init__(self, backend: str = "auto", fps: int = 50):
+        if backend not in DECODERS:
+            raise ValueError(f"decoder='{backend}' must be one of {DECODERS}.")
+        self.backend = backend
+        self.fps = fps
+        self._pid = os.getpid()
+        self._readers: dict[Path, object] = {}
+        self._fallback: set[Path] = set()  # files decord cannot read
+
+    def _reader(self, path: Path):
+        if os.getpid() != self._pid:  # forked into a DataLoader worker: never reuse the parent's readers
+            self._pid, self._readers = os.getpid(), {}
+        if path not in self._readers:
+            import decord
+
+            self._readers[path] = decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=1)
+        return self._readers[path]
+
+    def uses_decord(self, path: Path) -> bool:
+        """Whether `path` is read with decord (probing it once); False means LeRobot's decoder."""
+        if self.backend == "lerobot" or path in self._fallback:
+            return False
+        try:
+            self._reader(path)
+            return True
+        except Exception as e:  # decord raises its own DECORDError (an RuntimeError) on unknown codecs
+            if self.backend == "decord":
+                raise VideoFileError(
+                    f"decord cannot read {path} ({_first_line(e)}); use --data.decoder=auto or lerobot."
+                ) from None
+            log.warning(
+                "decord cannot read %s (%s); falling back to LeRobot's decoder (torchcodec) for it",
+                path,
+                _first_line(e),
+            )
+            self._fallback.add(path)
+            return False
+
+    def decode(self, path: Path, indices: list[int]) -> torch.Tensor:
+        if self.uses_decord(path):
+            frames = self._reader(path).get_batch(indices).asnumpy()  # (N,H,W,3) uint8
+            frames = torch.from_numpy(frames).permute(0, 3, 1, 2).contiguous()  # (N,3,H,W) uint8
+            return frames.float().div_(255.0)
+        from lerobot.datasets.video_utils import decode_video_frames
+
+        timestamps = [i / self.fps for i in indices]
+        return decode_video_frames(path, timestamps, tolerance_s=0.5 / self.fps)  # (N,3,H,W)
+
+    def check(self, path: Path, num_frames: int) -> None:
+        """Raise `VideoFileError` unless `path` decodes through frame `num_frames - 1`."""
+        if not path.is_file():
+            raise VideoFileError(f"video file {path} is missing; re-record the dataset or restore the file.")
+        try:
+            if self.uses_decord(path):
+                available = len(self._reader(path))
+                if available < num_frames:
+                    raise VideoFileError(f"has {available} frames, its episodes need {num_frames}")
+            frames = self.decode(path, [num_frames - 1])
+            if not torch.isfinite(frames).all():
+                raise VideoFileError("decoded non-finite pixels")
+        except Exception as e:
+            self._readers.pop(path, None)
+            raise VideoFileError(
+                f"video file {path} is corrupt or truncated ({_first_line(e)}); "
+                "re-record the dataset or drop the episodes stored in it."
+            ) from None
+
+    def close(self) -> None:
+        self._readers.clear()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (text[-1] if text else type(e).__name__)[:200]
+
+
+def video_frame_index(from_timestamp: float, frame_index: np.ndarray | int, fps: int) -> np.ndarray:
+    """Index in a LeRobot v3 video file (several episodes back to back) of an episode's frames."""
+    return np.rint(from_timestamp * fps).astype(int) + np.asarray(frame_index)

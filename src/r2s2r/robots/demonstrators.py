@@ -1,0 +1,390 @@
+"""Scripted bimanual demonstrators for ALOHA transfer-cube, with knobs that make them more or less skilled.
+
+A demonstrator is a policy (`reset()`, `select_action(batch)`) that plays the task from the cube pose in
+`observation.environment_state`: the right arm reaches over the cube with its gripper pitched down,
+descends, closes and lifts the cube to a meeting point in mid-air; the left arm comes in from the other
+side with its fingers turned to close on the cube's top and bottom faces, closes, the right arm lets go and
+both back off. Gripper poses are turned into joint targets by damped-least-squares IK (`robots.ik`).
+
+The recorder needs more than clean successes, so the knobs of `DemonstratorConfig` inject what goes wrong
+when people or controllers demonstrate: grasp-point errors, gripper commands that come early or late,
+slower or uneven motion, pauses, and a smooth wobble on the joints. The script stays closed-loop where a
+careful demonstrator would: it re-reads the cube before the handover, and when the lift check finds the
+cube still on the table it re-opens, re-approaches and tries again (`max_retries`), which records
+recoveries as well as failures.
+
+Each env in the batch runs its own script with its own random generator, seeded from `seed` and the bytes
+of that env's first `observation.environment_state`, so an episode's actions do not depend on which other
+episodes share its batch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import numpy as np
+import torch
+
+from r2s2r.robots.ik import BimanualIK, PoseTrack, frame_from_axes
+
+DT = 0.02  # control period (s) of the reference world: 50 Hz
+OPEN, CLOSED = 1.0, 0.0  # normalized gripper commands
+LEFT, RIGHT = 0, 1  # arm index in (2, ...) arrays; the action is [left arm, left grip, right arm, right grip]
+MEET = np.array([0.0, 0.5, 0.25])  # where the cube is handed over (m, world frame)
+PITCH = math.radians(60.0)  # right gripper's downward pitch while picking and carrying
+PREGRASP_BACKOFF = 0.08  # distance (m) above the grasp point, along the gripper axis, before descending
+GRASP_HEIGHT = 0.012  # grasp point above the cube centre (m): keeps the fingertips off the table
+LEFT_STANDOFF = 0.10  # distance (m) along -x the left gripper waits before reaching for the cube
+# Nominal duration (s) of each scripted motion at speed 1; the handover completes after ~5.6 s.
+DURATIONS = {
+    "approach": 1.4,
+    "descend": 0.7,
+    "settle": 0.5,
+    "close": 0.3,
+    "lift": 0.5,
+    "transport": 1.2,
+    "reach": 0.7,
+    "release": 0.4,
+    "retreat": 0.8,
+    "regrasp": 1.0,
+}
+
+
+@dataclass
+class DemonstratorConfig:
+    """Skill knobs of a scripted demonstrator; the presets in `PRESETS` are named settings of these."""
+
+    speed: float = 1.0  # motion speed multiplier: every segment's duration is divided by it
+    speed_jitter: float = 0.0  # std of a random per-segment factor on durations (fraction of 1)
+    grasp_offset_x: float = 0.0  # systematic grasp-point error along world x (m)
+    grasp_offset_y: float = 0.0  # systematic grasp-point error along world y (m)
+    grasp_offset_z: float = 0.0  # systematic grasp-point error along world z (m), + is higher
+    grasp_noise: float = 0.0  # std (m) of a random grasp-point error, drawn per grasp attempt per axis
+    close_timing: float = 0.0  # systematic gripper timing error (s): + closes/opens late, - early
+    close_timing_noise: float = 0.0  # std (s) of a random timing error, drawn per gripper event
+    joint_noise: float = 0.0  # std (rad) of a smooth random wobble added to every arm joint target
+    joint_noise_tau: float = 0.3  # correlation time (s) of that wobble: larger is slower drift
+    hesitation_prob: float = 0.0  # chance of pausing before each scripted stage
+    hesitation_max: float = 0.0  # longest such pause (s), drawn uniformly
+    max_retries: int = 1  # re-grasps allowed after a failed lift (0: give up at once)
+    align_to_cube: bool = True  # turn the gripper so the fingers meet the cube's faces squarely
+    ik_iters: int = 3  # DLS iterations per arm per control step (warm-started)
+
+    def __post_init__(self) -> None:
+        def bad(name: str, fix: str) -> ValueError:
+            return ValueError(f"DemonstratorConfig.{name}={getattr(self, name)!r} is invalid: {fix}.")
+
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type == "bool" and not isinstance(value, bool):
+                raise bad(f.name, "pass true or false")
+            if f.type == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+                raise bad(f.name, "pass a whole number")
+            if f.type == "float":
+                if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                    raise bad(f.name, "pass a finite number")
+                setattr(self, f.name, float(value))
+        nonneg = ("speed_jitter", "grasp_noise", "close_timing_noise", "joint_noise", "hesitation_max")
+        for name in nonneg:
+            if getattr(self, name) < 0:
+                raise bad(name, "it is a spread or a duration; use a value >= 0")
+        if not 0.1 <= self.speed <= 5.0:
+            raise bad("speed", "use a multiplier between 0.1 (ten times slower) and 5")
+        if self.joint_noise_tau <= 0:
+            raise bad("joint_noise_tau", "use a correlation time > 0 s, e.g. 0.3")
+        if not 0.0 <= self.hesitation_prob <= 1.0:
+            raise bad("hesitation_prob", "use a probability in [0, 1]")
+        for name in ("grasp_offset_x", "grasp_offset_y", "grasp_offset_z"):
+            if abs(getattr(self, name)) > 0.05:
+                raise bad(name, "use an offset within +-0.05 m; larger ones miss the 4 cm cube entirely")
+        if abs(self.close_timing) > 1.0:
+            raise bad("close_timing", "use an offset within +-1 s")
+        if not 0 <= self.max_retries <= 10:
+            raise bad("max_retries", "use 0..10")
+        if not 1 <= self.ik_iters <= 50:
+            raise bad("ik_iters", "use 1..50 iterations per step")
+
+
+# Named skill levels. Rough success rates (ID cube poses) are in the module's tests and report.
+PRESETS: dict[str, dict] = {
+    "nominal": {},
+    "noisy": dict(
+        joint_noise=0.012, grasp_noise=0.006, close_timing_noise=0.08, speed_jitter=0.1, max_retries=1
+    ),
+    "sloppy": dict(
+        joint_noise=0.02,
+        grasp_noise=0.01,
+        grasp_offset_z=0.01,
+        close_timing=0.1,
+        close_timing_noise=0.15,
+        speed=1.2,
+        speed_jitter=0.15,
+        max_retries=0,
+    ),
+    "hesitant": dict(
+        speed=0.8,
+        speed_jitter=0.2,
+        hesitation_prob=0.3,
+        hesitation_max=0.6,
+        joint_noise=0.008,
+        grasp_noise=0.004,
+        max_retries=1,
+    ),
+    "retrying": dict(grasp_noise=0.012, close_timing_noise=0.05, joint_noise=0.008, max_retries=3),
+}
+
+
+def _cube_yaw(quat: np.ndarray) -> float:
+    """Heading (rad) of the cube's x face normal from its (w, x, y, z) quaternion."""
+    w, x, y, z = quat
+    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+class _TransferScript:
+    """One env's transfer-cube episode: a stage machine that schedules Cartesian moves for both arms.
+
+    Every stage has an entry action (`_enter_<stage>`, scheduling moves and gripper ramps) and an end step;
+    when the end step is reached the next stage is chosen, possibly from what the observation shows.
+    """
+
+    def __init__(
+        self,
+        cfg: DemonstratorConfig,
+        rng: np.random.Generator,
+        ik: BimanualIK,
+        state: np.ndarray,
+        cube: np.ndarray,
+    ):
+        self.cfg, self.rng, self.ik = cfg, rng, ik
+        self.q = np.stack([state[0:6], state[7:13]]).astype(float)  # (2,6) IK warm start
+        pos, rot = ik.fk(self.q)
+        self.home = (pos.copy(), rot.copy())
+        self.arms = [PoseTrack(pos[a], rot[a], state[6 + 7 * a]) for a in (LEFT, RIGHT)]
+        self.noise = np.zeros((2, 6))  # smoothed joint wobble (rad)
+        self.noise_decay = math.exp(-DT / cfg.joint_noise_tau)
+        self.retries_left = cfg.max_retries
+        self.t = 0
+        self.stage, self.stage_end = "", 0
+        self.grasp: tuple[np.ndarray, np.ndarray] | None = None  # planned grasp point and orientation
+        self.attempts = 0
+        self._enter("approach", state, cube)
+
+    # ------------------------------------------------------------- timing helpers
+    def _steps(self, name: str) -> int:
+        """Duration in control steps of a nominal segment, with speed and per-segment jitter applied."""
+        factor = (
+            max(0.3, 1.0 + self.cfg.speed_jitter * self.rng.standard_normal())
+            if self.cfg.speed_jitter
+            else 1.0
+        )
+        return max(1, round(DURATIONS[name] * factor / self.cfg.speed / DT))
+
+    def _timing_error(self) -> int:
+        """Gripper command offset in steps (+ late, - early) for one gripper event."""
+        noise = (
+            self.cfg.close_timing_noise * self.rng.standard_normal() if self.cfg.close_timing_noise else 0.0
+        )
+        return round((self.cfg.close_timing + noise) / DT)
+
+    def _pause(self) -> int:
+        """Hesitation before a stage, in steps (0 most of the time)."""
+        if self.cfg.hesitation_prob and self.rng.random() < self.cfg.hesitation_prob:
+            return round(self.rng.uniform(0.0, self.cfg.hesitation_max) / DT)
+        return 0
+
+    # ------------------------------------------------------------- geometry
+    def _plan_grasp(self, cube: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Grasp point (3,) and right-gripper orientation (3,3) for the cube pose (7,), with skill errors."""
+        to_cube = cube[:2] - self.ik.base[RIGHT, :2]
+        heading = math.atan2(to_cube[1], to_cube[0])
+        if self.cfg.align_to_cube:  # nearest heading along a face normal: fingers land flat on two faces
+            yaw = _cube_yaw(cube[3:7])
+            heading = yaw + round((heading - yaw) / (math.pi / 2)) * (math.pi / 2)
+        h = np.array([math.cos(heading), math.sin(heading)])
+        approach = np.array([h[0] * math.cos(PITCH), h[1] * math.cos(PITCH), -math.sin(PITCH)])
+        rot = frame_from_axes(approach, np.array([-h[1], h[0], 0.0]))
+        c = self.cfg
+        error = np.array([c.grasp_offset_x, c.grasp_offset_y, c.grasp_offset_z])
+        if c.grasp_noise:
+            error = error + c.grasp_noise * self.rng.standard_normal(3)
+        point = cube[:3] + np.array([0.0, 0.0, GRASP_HEIGHT]) + error
+        return point, rot
+
+    def _measured_tcp(self, state: np.ndarray) -> np.ndarray:
+        """Grasp-point positions (2,3) of the measured arm joints."""
+        return self.ik.fk(np.stack([state[0:6], state[7:13]]))[0]
+
+    # ------------------------------------------------------------- stages
+    def _enter(self, stage: str, state: np.ndarray, cube: np.ndarray) -> None:
+        self.stage = stage
+        start = self.t + self._pause() if stage not in ("done", "give_up") else self.t
+        self.stage_end = getattr(self, f"_enter_{stage}")(start, state, cube)
+
+    def _enter_approach(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
+        self.attempts += 1
+        self.grasp = self._plan_grasp(cube)
+        point, rot = self.grasp
+        dur = self._steps("approach" if self.attempts == 1 else "regrasp")
+        self.arms[RIGHT].move(start, dur, point - PREGRASP_BACKOFF * rot[:, 0], rot)
+        self.arms[RIGHT].set_grip(start, self._steps("close"), OPEN)
+        return start + dur
+
+    def _enter_descend(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
+        dur = self._steps("descend")
+        self.arms[RIGHT].move(start, dur, *self.grasp)
+        close_at = max(start, start + dur + self._timing_error())
+        self.arms[RIGHT].set_grip(close_at, self._steps("close"), CLOSED)
+        return start + dur + self._steps("settle")
+
+    def _enter_lift(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
+        dur = self._steps("lift")
+        point, rot = self.grasp
+        self.arms[RIGHT].move(start, dur, point + np.array([0.0, 0.0, 0.10]), rot)
+        return start + dur
+
+    def _enter_transport(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
+        dur = self._steps("transport")
+        held = cube[:3] - self._measured_tcp(state)[RIGHT]  # where in the hand the cube sits
+        self.arms[RIGHT].move(start, dur, MEET - held, self.grasp[1])
+        left_rot = frame_from_axes(np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0]))
+        self.arms[LEFT].move(start, dur, MEET - np.array([LEFT_STANDOFF, 0.0, 0.0]), left_rot)
+        self.arms[LEFT].set_grip(start, self._steps("close"), OPEN)
+        return start + dur
+
+    def _enter_reach(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
+        dur = self._steps("reach")
+        self.arms[LEFT].move(
+            start, dur, cube[:3].astype(float), self.arms[LEFT].r1
+        )  # closed loop on the cube
+        close_at = max(start, start + dur + self._timing_error())
+        self.arms[LEFT].set_grip(close_at, self._steps("close"), CLOSED)
+        return start + dur + self._steps("settle")
+
+    def _enter_release(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
+        open_at = max(start, start + self._timing_error())
+        self.arms[RIGHT].set_grip(open_at, self._steps("close"), OPEN)
+        return start + self._steps("release")
+
+    def _enter_retreat(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
+        dur = self._steps("retreat")
+        right = self.arms[RIGHT]
+        right.move(start, dur, right.p1 - PREGRASP_BACKOFF * right.r1[:, 0], right.r1)
+        left = self.arms[LEFT]
+        left.move(start, dur, left.p1 - np.array([0.05, 0.0, 0.0]), left.r1)
+        return start + dur
+
+    def _enter_give_up(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
+        self.arms[RIGHT].set_grip(start, self._steps("close"), OPEN)
+        self.arms[RIGHT].move(start, self._steps("regrasp"), self.home[0][RIGHT], self.home[1][RIGHT])
+        return 10**9
+
+    def _enter_done(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
+        return 10**9  # hold: the left arm keeps the cube in the air until the episode ends
+
+    def _next_stage(self, state: np.ndarray, cube: np.ndarray) -> str:
+        """The stage after the current one ends, reading the observation where the script is closed-loop."""
+        if self.stage == "lift":
+            lifted = cube[2] > 0.06 and np.linalg.norm(cube[:3] - self._measured_tcp(state)[RIGHT]) < 0.05
+            if lifted:
+                return "transport"
+            if self.retries_left > 0:
+                self.retries_left -= 1
+                return "approach"  # re-opens on the way and re-plans from where the cube is now
+            return "give_up"
+        order = ["approach", "descend", "lift", "transport", "reach", "release", "retreat", "done"]
+        return order[order.index(self.stage) + 1]
+
+    # ------------------------------------------------------------- stepping
+    def act(self, state: np.ndarray, cube: np.ndarray) -> np.ndarray:
+        """The 14-D action for this control step, given the measured state (14,) and cube pose (7,)."""
+        while self.t >= self.stage_end:
+            self._enter(self._next_stage(state, cube), state, cube)
+        targets = [arm.pose(self.t) for arm in self.arms]
+        pos = np.stack([p for p, _ in targets])  # (2,3)
+        rot = np.stack([r for _, r in targets])  # (2,3,3)
+        self.q, _ = self.ik.solve(self.q, pos, rot, iters=self.cfg.ik_iters)
+        if self.cfg.joint_noise:
+            a = self.noise_decay
+            self.noise = a * self.noise + math.sqrt(
+                1 - a * a
+            ) * self.cfg.joint_noise * self.rng.standard_normal((2, 6))
+        q = np.clip(self.q + self.noise, self.ik.lower, self.ik.upper)
+        grips = [arm.grip(self.t) for arm in self.arms]
+        self.t += 1
+        return np.concatenate([q[LEFT], [grips[LEFT]], q[RIGHT], [grips[RIGHT]]])
+
+
+class ScriptedDemonstrator:
+    """A batched scripted policy: one independent `_TransferScript` per env, created on first sight.
+
+    Follows r2s2r's policy interface (`reset()`, `select_action(batch) -> (B,14)`); reads
+    `observation.state` (B,14) and `observation.environment_state` (B,7) and ignores images.
+    """
+
+    def __init__(self, cfg: DemonstratorConfig, seed: int = 0, task: str = "transfer_cube"):
+        self.cfg, self.seed, self.task = cfg, int(seed), task
+        self.ik = BimanualIK()
+        self.scripts: list[_TransferScript] | None = None
+        self.name = f"demonstrator:{task}"
+
+    def reset(self) -> None:
+        """Forget the running episodes; the next `select_action` plans new ones from its observation."""
+        self.scripts = None
+
+    def episode_rng(self, env_state: np.ndarray) -> np.random.Generator:
+        """The random generator of one episode: a function of `seed` and its initial object pose only."""
+        words = np.frombuffer(np.asarray(env_state, dtype=np.float32).tobytes(), dtype=np.uint32)
+        return np.random.default_rng([self.seed, *words.tolist()])
+
+    @torch.no_grad()
+    def select_action(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Joint-position targets (B,14) float32 for every env, one control step of each script."""
+        for key in ("observation.state", "observation.environment_state"):
+            if key not in batch:
+                raise KeyError(
+                    f"{self.name} needs '{key}' in the batch but got {sorted(batch)}; run it in the "
+                    "reference world, which provides the object pose, not on hardware."
+                )
+        state = batch["observation.state"].detach().cpu().numpy().astype(np.float32)  # (B,14)
+        env_state = batch["observation.environment_state"].detach().cpu().numpy().astype(np.float32)  # (B,7)
+        if self.scripts is None:
+            self.scripts = [
+                _TransferScript(
+                    self.cfg,
+                    self.episode_rng(env_state[i]),
+                    self.ik,
+                    state[i].astype(float),
+                    env_state[i].astype(float),
+                )
+                for i in range(len(state))
+            ]
+        elif len(self.scripts) != len(state):
+            raise ValueError(
+                f"{self.name} was planning {len(self.scripts)} episodes but got a batch of {len(state)}; "
+                "call reset() before starting episodes with a different batch size."
+            )
+        actions = [
+            s.act(state[i].astype(float), env_state[i].astype(float)) for i, s in enumerate(self.scripts)
+        ]
+        return torch.from_numpy(np.stack(actions).astype(np.float32))  # (B,14)
+
+
+def make_demonstrator(
+    task: str = "transfer_cube", skill: str = "nominal", seed: int = 0, **knobs
+) -> ScriptedDemonstrator:
+    """A scripted demonstrator of `task` at skill preset `skill`, with `knobs` overriding preset fields.
+
+    Every argument is JSON-friendly so it can come from `--policy.kwargs`, e.g.
+    `--policy.path=r2s2r.robots.demonstrators:make_demonstrator --policy.kwargs='{"skill": "sloppy"}'`.
+    """
+    if task != "transfer_cube":
+        raise ValueError(f"task='{task}' has no scripted demonstrator yet; only 'transfer_cube' does.")
+    if skill not in PRESETS:
+        raise ValueError(f"skill='{skill}' is not a preset; choose one of {', '.join(PRESETS)}.")
+    known = {f.name for f in fields(DemonstratorConfig)}
+    unknown = sorted(set(knobs) - known)
+    if unknown:
+        raise ValueError(f"unknown demonstrator knob(s) {unknown}; known knobs: {', '.join(sorted(known))}.")
+    cfg = DemonstratorConfig(**{**PRESETS[skill], **knobs})
+    return ScriptedDemonstrator(cfg, seed=seed, task=task)
