@@ -129,9 +129,17 @@ def episode_initial_pose(cfg: RecordConfig, episode_index: int) -> tuple[np.ndar
 
 
 def rollout_batch(
-    world: AlohaWorld, policy: Policy, poses: np.ndarray, episode_length: int, policy_name: str
+    world: AlohaWorld,
+    policy: Policy,
+    poses: np.ndarray,
+    episode_length: int,
+    policy_name: str,
+    episodes: list[int] | None = None,
 ) -> list[list[dict]]:
-    """Run the policy from `poses` for `episode_length` steps; one list of LeRobot frames per env."""
+    """Run the policy from `poses` for `episode_length` steps; one list of LeRobot frames per env.
+
+    `episodes` (the episode index each env plays) only serves to name episodes in errors.
+    """
     obs = world.reset(poses)
     policy.reset()
     batch_size = len(poses)
@@ -141,7 +149,7 @@ def rollout_batch(
             raw_action = policy.select_action(to_policy_batch(obs))
         except Exception as e:
             raise RuntimeError(f"policy {policy_name} raised at step {t}: {type(e).__name__}: {e}") from e
-        action = check_action(raw_action, batch_size, world.spec.action_dim, policy_name)
+        action = check_action(raw_action, batch_size, world.spec.action_dim, policy_name, episodes)
         result = world.step(action)
         for b in range(batch_size):
             frame = {key: value[b] for key, value in obs.items()}
@@ -183,6 +191,9 @@ def _write_batch(dataset, frames: list[list[dict]], task_text: str) -> None:
             dataset.add_frame({**frame, "task": task_text})
         dataset.save_episode()
     dataset.finalize()
+    images = dataset.root / "images"  # LeRobot's PNG staging area, emptied by each encoded episode
+    if images.is_dir() and not any(p.is_file() for p in images.rglob("*")):
+        shutil.rmtree(images)
 
 
 def _label_episode(frames: list[dict], episode_index: int, pose: np.ndarray, dist: str) -> dict:
@@ -244,7 +255,9 @@ def record(cfg: RecordConfig) -> RecordSummary:
             poses, dists = zip(*(episode_initial_pose(cfg, i) for i in padded), strict=True)
             torch.manual_seed(cfg.seed * 1_000_003 + first)  # for stochastic learned policies
             try:
-                frames = rollout_batch(world, policy, np.stack(poses), cfg.episode_length, policy_name)
+                frames = rollout_batch(
+                    world, policy, np.stack(poses), cfg.episode_length, policy_name, padded
+                )
             except Exception as e:
                 raise RuntimeError(
                     f"episodes {indices[0]}..{indices[-1]} failed, none of them was written ({e}); "

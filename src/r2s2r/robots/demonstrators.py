@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
+import mujoco
 import numpy as np
 import torch
 
@@ -36,19 +37,16 @@ PITCH = math.radians(60.0)  # right gripper's downward pitch while picking and c
 PREGRASP_BACKOFF = 0.08  # distance (m) above the grasp point, along the gripper axis, before descending
 GRASP_HEIGHT = 0.012  # grasp point above the cube centre (m): keeps the fingertips off the table
 LEFT_STANDOFF = 0.10  # distance (m) along -x the left gripper waits before reaching for the cube
-# Nominal duration (s) of each scripted motion at speed 1; the handover completes after ~5.6 s.
+LIFT_HEIGHT = 0.08  # how far (m) the right arm lifts the cube straight up before carrying it over
+GRIP_EMPTY = 0.35  # measured gripper opening below which a closed gripper holds nothing (the cube reads ~0.6)
+LEFT_ROT = frame_from_axes(np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0]))  # left: +x, fingers along z
+# Nominal duration (s) of each scripted motion at speed 1; a clean handover is done after ~5.2 s.
+# fmt: off
 DURATIONS = {
-    "approach": 1.4,
-    "descend": 0.7,
-    "settle": 0.5,
-    "close": 0.3,
-    "lift": 0.5,
-    "transport": 1.2,
-    "reach": 0.7,
-    "release": 0.4,
-    "retreat": 0.8,
-    "regrasp": 1.0,
+    "approach": 1.2, "descend": 0.6, "settle": 0.45, "close": 0.3, "lift": 0.4, "transport": 1.0,
+    "reach": 0.6, "release": 0.4, "retreat": 0.8, "regrasp": 0.8,
 }
+# fmt: on
 
 
 @dataclass
@@ -135,18 +133,27 @@ PRESETS: dict[str, dict] = {
 }
 
 
-def _cube_yaw(quat: np.ndarray) -> float:
-    """Heading (rad) of the cube's x face normal from its (w, x, y, z) quaternion."""
-    w, x, y, z = quat
-    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+def _cube_heading(quat: np.ndarray) -> float:
+    """Heading (rad) of the cube's most horizontal face normal, from its (w, x, y, z) quaternion.
+
+    Works for a cube lying on any face (a failed grasp can roll it), unlike a yaw angle.
+    """
+    mat = np.zeros(9)
+    mujoco.mju_quat2Mat(mat, np.asarray(quat, dtype=float))
+    axes = mat.reshape(3, 3)  # columns: the cube's axes in world coordinates
+    k = int(np.argmin(np.abs(axes[2])))
+    return math.atan2(axes[1, k], axes[0, k])
 
 
 class _TransferScript:
     """One env's transfer-cube episode: a stage machine that schedules Cartesian moves for both arms.
 
-    Every stage has an entry action (`_enter_<stage>`, scheduling moves and gripper ramps) and an end step;
-    when the end step is reached the next stage is chosen, possibly from what the observation shows.
+    Each stage has an entry action (`_enter_<stage>`: schedule moves and gripper ramps, return the step
+    the stage ends at). When a stage ends, `_next_stage` picks the next one, checking the observation
+    where a careful demonstrator would look: did the gripper close on the cube, did the cube come up.
     """
+
+    ORDER = ("approach", "descend", "lift", "transport", "reach", "release", "retreat", "done")
 
     def __init__(
         self,
@@ -159,33 +166,28 @@ class _TransferScript:
         self.cfg, self.rng, self.ik = cfg, rng, ik
         self.q = np.stack([state[0:6], state[7:13]]).astype(float)  # (2,6) IK warm start
         pos, rot = ik.fk(self.q)
-        self.home = (pos.copy(), rot.copy())
+        self.home = (pos.copy(), rot.copy())  # (2,3), (2,3,3)
         self.arms = [PoseTrack(pos[a], rot[a], state[6 + 7 * a]) for a in (LEFT, RIGHT)]
         self.noise = np.zeros((2, 6))  # smoothed joint wobble (rad)
         self.noise_decay = math.exp(-DT / cfg.joint_noise_tau)
         self.retries_left = cfg.max_retries
-        self.t = 0
-        self.stage, self.stage_end = "", 0
-        self.grasp: tuple[np.ndarray, np.ndarray] | None = None  # planned grasp point and orientation
-        self.attempts = 0
+        self.t, self.stage, self.stage_end = 0, "", 0
+        self.grasp = (np.zeros(3), np.eye(3))  # planned grasp point (3,) and right orientation (3,3)
+        self.attempts = 0  # right-arm grasp attempts so far
+        self.events: list[tuple[int, str]] = []  # (step, stage entered): what happened, for inspection
         self._enter("approach", state, cube)
 
-    # ------------------------------------------------------------- timing helpers
+    # ------------------------------------------------------------- randomness
     def _steps(self, name: str) -> int:
         """Duration in control steps of a nominal segment, with speed and per-segment jitter applied."""
-        factor = (
-            max(0.3, 1.0 + self.cfg.speed_jitter * self.rng.standard_normal())
-            if self.cfg.speed_jitter
-            else 1.0
-        )
-        return max(1, round(DURATIONS[name] * factor / self.cfg.speed / DT))
+        jitter = self.cfg.speed_jitter * self.rng.standard_normal() if self.cfg.speed_jitter else 0.0
+        return max(1, round(DURATIONS[name] * max(0.3, 1.0 + jitter) / self.cfg.speed / DT))
 
     def _timing_error(self) -> int:
         """Gripper command offset in steps (+ late, - early) for one gripper event."""
-        noise = (
-            self.cfg.close_timing_noise * self.rng.standard_normal() if self.cfg.close_timing_noise else 0.0
-        )
-        return round((self.cfg.close_timing + noise) / DT)
+        c = self.cfg
+        noise = c.close_timing_noise * self.rng.standard_normal() if c.close_timing_noise else 0.0
+        return round((c.close_timing + noise) / DT)
 
     def _pause(self) -> int:
         """Hesitation before a stage, in steps (0 most of the time)."""
@@ -199,8 +201,8 @@ class _TransferScript:
         to_cube = cube[:2] - self.ik.base[RIGHT, :2]
         heading = math.atan2(to_cube[1], to_cube[0])
         if self.cfg.align_to_cube:  # nearest heading along a face normal: fingers land flat on two faces
-            yaw = _cube_yaw(cube[3:7])
-            heading = yaw + round((heading - yaw) / (math.pi / 2)) * (math.pi / 2)
+            face = _cube_heading(cube[3:7])
+            heading = face + round((heading - face) / (math.pi / 2)) * (math.pi / 2)
         h = np.array([math.cos(heading), math.sin(heading)])
         approach = np.array([h[0] * math.cos(PITCH), h[1] * math.cos(PITCH), -math.sin(PITCH)])
         rot = frame_from_axes(approach, np.array([-h[1], h[0], 0.0]))
@@ -208,17 +210,18 @@ class _TransferScript:
         error = np.array([c.grasp_offset_x, c.grasp_offset_y, c.grasp_offset_z])
         if c.grasp_noise:
             error = error + c.grasp_noise * self.rng.standard_normal(3)
-        point = cube[:3] + np.array([0.0, 0.0, GRASP_HEIGHT]) + error
-        return point, rot
+        return cube[:3] + np.array([0.0, 0.0, GRASP_HEIGHT]) + error, rot
 
-    def _measured_tcp(self, state: np.ndarray) -> np.ndarray:
-        """Grasp-point positions (2,3) of the measured arm joints."""
-        return self.ik.fk(np.stack([state[0:6], state[7:13]]))[0]
+    def _cube_offset(self, state: np.ndarray, cube: np.ndarray, arm: int) -> float:
+        """Distance (m) from the cube centre to an arm's grasp point, from the measured joints."""
+        tcp = self.ik.fk(np.stack([state[0:6], state[7:13]]))[0][arm]
+        return float(np.linalg.norm(cube[:3] - tcp))
 
     # ------------------------------------------------------------- stages
     def _enter(self, stage: str, state: np.ndarray, cube: np.ndarray) -> None:
         self.stage = stage
-        start = self.t + self._pause() if stage not in ("done", "give_up") else self.t
+        self.events.append((self.t, stage))
+        start = self.t if stage in ("done", "give_up") else self.t + self._pause()
         self.stage_end = getattr(self, f"_enter_{stage}")(start, state, cube)
 
     def _enter_approach(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
@@ -240,26 +243,30 @@ class _TransferScript:
     def _enter_lift(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
         dur = self._steps("lift")
         point, rot = self.grasp
-        self.arms[RIGHT].move(start, dur, point + np.array([0.0, 0.0, 0.10]), rot)
+        self.arms[RIGHT].move(start, dur, point + np.array([0.0, 0.0, LIFT_HEIGHT]), rot)
         return start + dur
 
     def _enter_transport(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
         dur = self._steps("transport")
-        held = cube[:3] - self._measured_tcp(state)[RIGHT]  # where in the hand the cube sits
+        tcp = self.ik.fk(np.stack([state[0:6], state[7:13]]))[0][RIGHT]
+        held = cube[:3] - tcp  # where in the hand the cube sits: carry the cube, not the hand, to MEET
         self.arms[RIGHT].move(start, dur, MEET - held, self.grasp[1])
-        left_rot = frame_from_axes(np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0]))
-        self.arms[LEFT].move(start, dur, MEET - np.array([LEFT_STANDOFF, 0.0, 0.0]), left_rot)
+        self.arms[LEFT].move(start, dur, MEET - np.array([LEFT_STANDOFF, 0.0, 0.0]), LEFT_ROT)
         self.arms[LEFT].set_grip(start, self._steps("close"), OPEN)
         return start + dur
 
     def _enter_reach(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
         dur = self._steps("reach")
-        self.arms[LEFT].move(
-            start, dur, cube[:3].astype(float), self.arms[LEFT].r1
-        )  # closed loop on the cube
+        self.arms[LEFT].move(start, dur, cube[:3], LEFT_ROT)  # to where the cube is now, not where planned
         close_at = max(start, start + dur + self._timing_error())
         self.arms[LEFT].set_grip(close_at, self._steps("close"), CLOSED)
         return start + dur + self._steps("settle")
+
+    def _enter_rereach(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
+        dur = self._steps("reach")
+        self.arms[LEFT].set_grip(start, self._steps("close"), OPEN)
+        self.arms[LEFT].move(start, dur, cube[:3] - np.array([LEFT_STANDOFF, 0.0, 0.0]), LEFT_ROT)
+        return start + dur
 
     def _enter_release(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
         open_at = max(start, start + self._timing_error())
@@ -268,9 +275,8 @@ class _TransferScript:
 
     def _enter_retreat(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
         dur = self._steps("retreat")
-        right = self.arms[RIGHT]
+        right, left = self.arms[RIGHT], self.arms[LEFT]
         right.move(start, dur, right.p1 - PREGRASP_BACKOFF * right.r1[:, 0], right.r1)
-        left = self.arms[LEFT]
         left.move(start, dur, left.p1 - np.array([0.05, 0.0, 0.0]), left.r1)
         return start + dur
 
@@ -282,34 +288,43 @@ class _TransferScript:
     def _enter_done(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
         return 10**9  # hold: the left arm keeps the cube in the air until the episode ends
 
+    def _failed(self, state: np.ndarray, cube: np.ndarray) -> bool:
+        """Whether the stage that just ended visibly failed, from the gripper opening and the cube pose."""
+        if self.stage == "descend":  # closed on air: the fingers met without the cube between them
+            return state[6 + 7 * RIGHT] < GRIP_EMPTY
+        if self.stage == "lift":  # cube still down, or not in the hand
+            return cube[2] < 0.06 or self._cube_offset(state, cube, RIGHT) > 0.05
+        if self.stage == "transport":  # dropped on the way
+            return self._cube_offset(state, cube, RIGHT) > 0.05
+        if self.stage == "reach":  # left closed on air or beside the cube
+            return state[6 + 7 * LEFT] < GRIP_EMPTY or self._cube_offset(state, cube, LEFT) > 0.03
+        return False
+
     def _next_stage(self, state: np.ndarray, cube: np.ndarray) -> str:
         """The stage after the current one ends, reading the observation where the script is closed-loop."""
-        if self.stage == "lift":
-            lifted = cube[2] > 0.06 and np.linalg.norm(cube[:3] - self._measured_tcp(state)[RIGHT]) < 0.05
-            if lifted:
-                return "transport"
+        if self.stage == "rereach":
+            return "reach"
+        if self._failed(state, cube):
             if self.retries_left > 0:
                 self.retries_left -= 1
-                return "approach"  # re-opens on the way and re-plans from where the cube is now
-            return "give_up"
-        order = ["approach", "descend", "lift", "transport", "reach", "release", "retreat", "done"]
-        return order[order.index(self.stage) + 1]
+                return "rereach" if self.stage == "reach" else "approach"  # approach re-plans from the cube
+            if self.stage != "reach":
+                return "give_up"  # out of retries: stop rather than carry an empty hand around
+        return self.ORDER[self.ORDER.index(self.stage) + 1]
 
     # ------------------------------------------------------------- stepping
     def act(self, state: np.ndarray, cube: np.ndarray) -> np.ndarray:
         """The 14-D action for this control step, given the measured state (14,) and cube pose (7,)."""
         while self.t >= self.stage_end:
             self._enter(self._next_stage(state, cube), state, cube)
-        targets = [arm.pose(self.t) for arm in self.arms]
-        pos = np.stack([p for p, _ in targets])  # (2,3)
-        rot = np.stack([r for _, r in targets])  # (2,3,3)
+        (p_left, r_left), (p_right, r_right) = (arm.pose(self.t) for arm in self.arms)
+        pos, rot = np.stack([p_left, p_right]), np.stack([r_left, r_right])  # (2,3), (2,3,3)
         self.q, _ = self.ik.solve(self.q, pos, rot, iters=self.cfg.ik_iters)
-        if self.cfg.joint_noise:
+        if self.cfg.joint_noise:  # Ornstein-Uhlenbeck: stationary std joint_noise, correlation time tau
             a = self.noise_decay
-            self.noise = a * self.noise + math.sqrt(
-                1 - a * a
-            ) * self.cfg.joint_noise * self.rng.standard_normal((2, 6))
-        q = np.clip(self.q + self.noise, self.ik.lower, self.ik.upper)
+            kick = math.sqrt(1.0 - a * a) * self.cfg.joint_noise * self.rng.standard_normal((2, 6))
+            self.noise = a * self.noise + kick
+        q = np.clip(self.q + self.noise, self.ik.lower, self.ik.upper)  # (2,6)
         grips = [arm.grip(self.t) for arm in self.arms]
         self.t += 1
         return np.concatenate([q[LEFT], [grips[LEFT]], q[RIGHT], [grips[RIGHT]]])

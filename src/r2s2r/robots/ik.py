@@ -42,14 +42,11 @@ def frame_from_axes(approach: np.ndarray, closing: np.ndarray) -> np.ndarray:
 def rotation_error(rot: np.ndarray, rot_des: np.ndarray) -> np.ndarray:
     """World-frame rotation vector (3,) that turns `rot` towards `rot_des` (exact for small errors).
 
-    The half-sum of column cross products is sin(angle) * axis: well defined everywhere except exactly
-    opposite frames, which a tracked trajectory never reaches.
+    This is half the sum of the column cross products, sin(angle) * axis, read off the skew part of
+    rot_des @ rot.T: well defined except for exactly opposite frames, which a tracked plan never reaches.
     """
-    return 0.5 * (
-        np.cross(rot[:, 0], rot_des[:, 0])
-        + np.cross(rot[:, 1], rot_des[:, 1])
-        + np.cross(rot[:, 2], rot_des[:, 2])
-    )
+    m = rot_des @ rot.T  # (3,3)
+    return 0.5 * np.array([m[2, 1] - m[1, 2], m[0, 2] - m[2, 0], m[1, 0] - m[0, 1]])
 
 
 @dataclass

@@ -152,8 +152,13 @@ def to_policy_batch(observation: dict[str, np.ndarray], device: str | torch.devi
     return batch
 
 
-def check_action(action: Any, batch_size: int, action_dim: int, policy_name: str) -> np.ndarray:
-    """The policy's action as a (B, A) float array, or a one-line error naming the policy and the fault."""
+def check_action(
+    action: Any, batch_size: int, action_dim: int, policy_name: str, episodes: list[int] | None = None
+) -> np.ndarray:
+    """The policy's action as a (B, A) float array, or a one-line error naming the policy and the fault.
+
+    `episodes` names the episode each env is playing, so an error can say which episodes misbehaved.
+    """
     if isinstance(action, torch.Tensor):
         action = action.detach().float().cpu().numpy()
     action = np.asarray(action, dtype=np.float32)
@@ -165,5 +170,6 @@ def check_action(action: Any, batch_size: int, action_dim: int, policy_name: str
     bad = ~np.isfinite(action)
     if bad.any():
         rows = sorted(set(np.nonzero(bad)[0].tolist()))
-        raise ValueError(f"policy {policy_name} returned NaN/inf actions for env(s) {rows}.")
+        where = f"episode(s) {[episodes[r] for r in rows]}" if episodes is not None else f"env(s) {rows}"
+        raise ValueError(f"policy {policy_name} returned NaN/inf actions for {where}.")
     return action

@@ -1,0 +1,36 @@
+# The README's commands. `make demo` installs everything and runs the main job; `make test` installs
+# everything and runs the test suite. Both work on a fresh Debian machine with Python 3.11.
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export MUJOCO_GL ?= egl
+
+.PHONY: setup demo test test-all lint bench
+
+$(STAMP): pyproject.toml requirements/lock.txt tools/install_system_deps.sh
+	./tools/install_system_deps.sh
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements/lock.txt
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps lerobot==0.4.4 -e .
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# The main job at this stage: record a small three-view dataset from the reference world, print what it wrote.
+demo: setup
+	$(BIN)/r2s2r-record --root=outputs/demo/transfer_cube --num_episodes=8 --distribution=mixed
+
+test: setup
+	$(BIN)/pytest -q -m "not slow and not gpu"
+
+test-all: setup
+	$(BIN)/pytest -q
+
+lint: setup
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks
+
+bench: setup
+	$(BIN)/python benchmarks/record.py

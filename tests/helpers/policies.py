@@ -1,0 +1,65 @@
+"""Small policies for tests, loaded through the import-path interface like any user policy."""
+
+from __future__ import annotations
+
+import torch
+
+
+class Reach:
+    """Moves the right shoulder towards `target` in `steps` steps from wherever the episode starts."""
+
+    def __init__(self, target: float = -0.5, steps: int = 20):
+        self.target, self.steps, self.t, self.start = target, steps, 0, None
+
+    def reset(self) -> None:
+        self.t, self.start = 0, None
+
+    def select_action(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        state = batch["observation.state"]
+        if self.start is None:
+            self.start = state.clone()
+        alpha = min(1.0, self.t / self.steps)
+        self.t += 1
+        action = self.start.clone()
+        action[:, 8] = (1 - alpha) * self.start[:, 8] + alpha * self.target
+        return action
+
+
+class Faulty(Reach):
+    """Misbehaves at step `at_step` in every env whose cube starts beyond `x_above`."""
+
+    def __init__(self, mode: str = "raise", at_step: int = 5, x_above: float = -1.0):
+        super().__init__()
+        self.mode, self.at_step, self.x_above = mode, at_step, x_above
+        self.bad = None
+
+    def reset(self) -> None:
+        super().reset()
+        self.bad = None
+
+    def select_action(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.bad is None:
+            self.bad = batch["observation.environment_state"][:, 0] > self.x_above
+        action = super().select_action(batch)
+        if self.t - 1 != self.at_step or not self.bad.any():
+            return action
+        if self.mode == "raise":
+            raise RuntimeError("the policy's server went away")
+        if self.mode == "nan":
+            action[self.bad, 3] = float("nan")
+            return action
+        if self.mode == "shape":
+            return action[:, :7]
+        raise ValueError(f"unknown mode {self.mode}")
+
+
+def make_reach(**kwargs) -> Reach:
+    return Reach(**kwargs)
+
+
+def make_faulty(**kwargs) -> Faulty:
+    return Faulty(**kwargs)
+
+
+def make_not_a_policy() -> object:
+    return object()
