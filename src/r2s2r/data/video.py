@@ -21,6 +21,7 @@ import torch
 log = logging.getLogger(__name__)
 
 DECODERS = ("auto", "decord", "lerobot")
+_INHERITED: list[dict] = []  # decord readers a forked process inherited and must never destroy
 
 
 class VideoFileError(ValueError):
@@ -41,6 +42,9 @@ class FrameDecoder:
 
     def _reader(self, path: Path):
         if os.getpid() != self._pid:  # forked into a DataLoader worker: never reuse the parent's readers
+            # ...nor destroy them: their decoder threads did not survive the fork, and decord's destructor
+            # waits on them forever. Keeping a reference means they are never collected in this process.
+            _INHERITED.append(self._readers)
             self._pid, self._readers = os.getpid(), {}
         if path not in self._readers:
             import decord
