@@ -76,11 +76,14 @@ class WorldConfig:
 
 
 def in_id_box(task: str, xy: np.ndarray) -> np.ndarray:
-    """Whether each object xy (..., n_objects, 2) lies in the task's ID box, for every object at once."""
-    xy = np.asarray(xy, dtype=float).reshape(*np.shape(xy)[:-2], len(ID_BOXES[task]), 2)
-    inside = np.ones(xy.shape[:-2], dtype=bool)
-    for i, ((x0, x1), (y0, y1)) in enumerate(ID_BOXES[task]):
-        x, y = xy[..., i, 0], xy[..., i, 1]
+    """Whether objects at `xy` (..., 2 * n_objects: x, y of each object) all lie in their ID boxes."""
+    xy = np.asarray(xy, dtype=float)
+    boxes = ID_BOXES[task]
+    if xy.shape[-1] != 2 * len(boxes):
+        raise ValueError(f"xy has {xy.shape[-1]} values per row; {task} needs x, y of {len(boxes)} object(s).")
+    inside = np.ones(xy.shape[:-1], dtype=bool)
+    for i, ((x0, x1), (y0, y1)) in enumerate(boxes):
+        x, y = xy[..., 2 * i], xy[..., 2 * i + 1]
         inside &= (x >= x0) & (x <= x1) & (y >= y0) & (y <= y1)
     return inside
 
