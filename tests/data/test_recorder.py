@@ -12,7 +12,7 @@ from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from conftest import EPISODE_LENGTH, tiny_record_config
 from r2s2r.data.commit import COMMIT_FILE
-from r2s2r.data.recorder import episode_initial_pose, record, rollout_batch
+from r2s2r.data.recorder import episode_initial_pose, evaluate, record, rollout_batch
 from r2s2r.robots.aloha import AlohaWorld, in_id_box
 from r2s2r.rollout.policy import load_policy
 
@@ -172,3 +172,10 @@ def test_existing_foreign_folder_is_refused(tmp_path):
     with pytest.raises(ValueError, match="not an r2s2r recording"):
         record(tiny_record_config(tmp_path / "mine", policy_path="helpers.policies:make_reach"))
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+
+
+def test_evaluate_plays_the_recorded_episodes_without_writing(recorded, tmp_path):
+    cfg, summary = recorded
+    labels = evaluate(tiny_record_config(tmp_path / "unused"))
+    assert labels == summary.episodes  # same episodes, same outcomes, same first-success steps
+    assert not (tmp_path / "unused").exists()

@@ -80,7 +80,9 @@ def in_id_box(task: str, xy: np.ndarray) -> np.ndarray:
     xy = np.asarray(xy, dtype=float)
     boxes = ID_BOXES[task]
     if xy.shape[-1] != 2 * len(boxes):
-        raise ValueError(f"xy has {xy.shape[-1]} values per row; {task} needs x, y of {len(boxes)} object(s).")
+        raise ValueError(
+            f"xy has {xy.shape[-1]} values per row; {task} needs x, y of {len(boxes)} object(s)."
+        )
     inside = np.ones(xy.shape[:-1], dtype=bool)
     for i, ((x0, x1), (y0, y1)) in enumerate(boxes):
         x, y = xy[..., 2 * i], xy[..., 2 * i + 1]

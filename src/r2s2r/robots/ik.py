@@ -11,12 +11,19 @@ tracks a slowly moving target, so a handful of iterations per control step keeps
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import mujoco
-import numpy as np
-from gym_aloha import constants as aloha_constants
+# Same import-order rule as robots/aloha.py: MuJoCo loads its GL backend on import, and torch must be
+# loaded before Mesa or the process segfaults. This module never renders, but it may be imported first.
+os.environ.setdefault("MUJOCO_GL", "egl")
+import torch  # noqa: F401, E402
+
+# isort: split
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+from gym_aloha import constants as aloha_constants  # noqa: E402
 
 SIDES = ("left", "right")
 ARM_JOINTS = ("waist", "shoulder", "elbow", "forearm_roll", "wrist_angle", "wrist_rotate")
@@ -47,6 +54,18 @@ def rotation_error(rot: np.ndarray, rot_des: np.ndarray) -> np.ndarray:
     """
     m = rot_des @ rot.T  # (3,3)
     return 0.5 * np.array([m[2, 1] - m[1, 2], m[0, 2] - m[2, 0], m[1, 0] - m[0, 1]])
+
+
+def cube_face_heading(quat: np.ndarray) -> float:
+    """Heading (rad) of the cube's most horizontal face normal, from its (w, x, y, z) quaternion.
+
+    Works for a cube lying on any face (a failed grasp can roll it), unlike a yaw angle.
+    """
+    mat = np.zeros(9)
+    mujoco.mju_quat2Mat(mat, np.asarray(quat, dtype=float))
+    axes = mat.reshape(3, 3)  # columns: the cube's axes in world coordinates
+    k = int(np.argmin(np.abs(axes[2])))
+    return float(np.arctan2(axes[1, k], axes[0, k]))
 
 
 @dataclass
@@ -84,6 +103,7 @@ class BimanualIK:
         self.body = [self.model.body(f"vx300s_{s}/gripper_link").id for s in SIDES]
         self._jacp = np.zeros((3, self.model.nv))
         self._jacr = np.zeros((3, self.model.nv))
+        self._lam2 = self.cfg.damping**2 * np.eye(6)
         self.base = np.array([self.model.body(f"vx300s_{s}").pos for s in SIDES])  # (2,3) arm base positions
 
     def _set(self, q: np.ndarray) -> None:
@@ -110,19 +130,21 @@ class BimanualIK:
         """
         q = np.array(q, dtype=float)
         cfg = self.cfg
-        lam2 = cfg.damping**2 * np.eye(6)
+        jac = np.zeros((2, 6, 6))  # per arm: position rows, then weighted rotation rows
+        err = np.zeros((2, 6))
         for _ in range(iters):
             self._set(q)
             mujoco.mj_comPos(self.model, self.data)  # mj_jac needs the com-based dof axes
             for arm in range(2):
                 p, r = self._tcp_pose(arm)
-                err = np.concatenate([pos[arm] - p, cfg.rot_weight * rotation_error(r, rot[arm])])  # (6,)
+                err[arm, :3] = pos[arm] - p
+                err[arm, 3:] = cfg.rot_weight * rotation_error(r, rot[arm])
                 mujoco.mj_jac(self.model, self.data, self._jacp, self._jacr, p, self.body[arm])
-                cols = self.dofadr[arm]
-                jac = np.concatenate([self._jacp[:, cols], cfg.rot_weight * self._jacr[:, cols]])  # (6,6)
-                dq = jac.T @ np.linalg.solve(jac @ jac.T + lam2, err)
-                q[arm] += np.clip(dq, -cfg.max_step, cfg.max_step)
-            q = np.clip(q, self.lower, self.upper)
+                jac[arm, :3] = self._jacp[:, self.dofadr[arm]]
+                jac[arm, 3:] = cfg.rot_weight * self._jacr[:, self.dofadr[arm]]
+            jac_t = jac.transpose(0, 2, 1)
+            dq = (jac_t @ np.linalg.solve(jac @ jac_t + self._lam2, err[..., None]))[..., 0]  # (2,6)
+            q = np.minimum(np.maximum(q + np.clip(dq, -cfg.max_step, cfg.max_step), self.lower), self.upper)
         self._set(q)
         pos_now = np.stack([self._tcp_pose(a)[0] for a in range(2)])
         return q, np.linalg.norm(pos - pos_now, axis=1)
