@@ -14,8 +14,8 @@ where the dataset has them, the object state, the reward and success labels:
     episode_index ()  frame_index (T,)
 
 Tabular data are read once through LeRobot's own metadata and parquet loaders and kept as numpy arrays,
-so samples cost only the video decode; frames come from `FrameDecoder` (decord, or LeRobot's decoder
-where decord cannot read a file).
+so samples cost only the video decode; frames come from `FrameDecoder` (LeRobot's decoder, or decord
+with LeRobot's decoder for the files decord cannot read).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class ClipConfig:
     context_frames: int = 2  # K frames the model conditions on
     future_frames: int = 1  # frames it predicts after them
     frame_rate: int = 10  # model frames per second; must divide the dataset's fps
-    decoder: str = "auto"  # auto (decord, LeRobot's decoder where decord fails) | decord | lerobot
+    decoder: str = "lerobot"  # lerobot (torchcodec, fastest here) | decord (LeRobot's decoder where it fails)
     robot: str = "aloha"  # embodiment whose action/state dims the data must match; "" skips the check
     episodes: tuple[int, ...] | None = None  # episode indices to use; None = all
 
