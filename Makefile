@@ -20,7 +20,7 @@ setup: $(STAMP)
 
 # The main job at this stage: record a small three-view dataset from the reference world, print what it wrote.
 demo: setup
-	$(BIN)/r2s2r-record --root=outputs/demo/transfer_cube --num_episodes=8 --distribution=mixed
+	$(BIN)/r2s2r-record --root=outputs/demo/transfer_cube --num_episodes=8 --distribution=mixed --workers=2
 
 test: setup
 	$(BIN)/pytest -q -m "not slow and not gpu"

@@ -179,3 +179,20 @@ def test_evaluate_plays_the_recorded_episodes_without_writing(recorded, tmp_path
     labels = evaluate(tiny_record_config(tmp_path / "unused"))
     assert labels == summary.episodes  # same episodes, same outcomes, same first-success steps
     assert not (tmp_path / "unused").exists()
+
+
+def test_worker_processes_record_the_same_dataset(recorded, tmp_path):
+    cfg, _ = recorded
+    parallel = record(tiny_record_config(tmp_path / "parallel", num_envs=1, workers=2))
+    _, a = _columns(cfg.root)
+    _, b = _columns(parallel.root)
+    np.testing.assert_array_equal(a["action"], b["action"])  # batches of 1 in 2 processes == 1 batch of 2
+    np.testing.assert_array_equal(a["observation.state"], b["observation.state"])
+    assert [e["success"] for e in parallel.episodes] == [e["success"] for e in recorded[1].episodes]
+
+
+def test_worker_errors_reach_the_caller(tmp_path):
+    make = dict(policy_path="helpers.policies:make_faulty", policy_kwargs={"mode": "shape"}, workers=2)
+    with pytest.raises(RuntimeError, match=r"episodes 0..1 failed: policy .* returned an action of shape"):
+        record(tiny_record_config(tmp_path / "bad", **make))
+    assert not (tmp_path / "bad").exists()

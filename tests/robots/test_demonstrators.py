@@ -7,6 +7,7 @@ import pytest
 
 from r2s2r.robots.aloha import AlohaWorld, WorldConfig
 from r2s2r.robots.demonstrators import DemonstratorConfig, ScriptedDemonstrator, make_demonstrator
+from r2s2r.robots.ik import BimanualIK
 from r2s2r.rollout.policy import PolicyConfig, load_policy, to_policy_batch
 
 # Four ID cube positions (x, y) spread over gym-aloha's box: two corners, the centre, one edge.
@@ -72,15 +73,15 @@ def test_sloppy_differs_from_nominal(nominal_run, sloppy_run):
     _, sloppy = sloppy_run
     assert not np.allclose(nominal["actions"], sloppy["actions"], atol=1e-3)
     # For these four poses and seed 0, sloppy (no retries, biased and late grasps) drops two of them.
-    assert sloppy["success"].any(axis=0).tolist() == [True, False, True, False]
+    assert sloppy["success"].any(axis=0).tolist() == [False, True, True, False]
     assert sloppy["success"].any(axis=0).sum() < nominal["success"].any(axis=0).sum()
 
 
 def test_failed_grasp_is_detected_and_retried():
-    # A grasp point 3 cm too high closes the fingers above the cube: the script must see the empty
+    # A grasp point 5 cm too high closes the fingers above the cube: the script must see the empty
     # gripper, re-open and re-approach once (max_retries=1), then give up rather than carry nothing.
-    policy = make_demonstrator(skill="nominal", seed=0, grasp_offset_z=0.03, max_retries=1)
-    run = rollout(policy, poses([(0.10, 0.50)]), 200)
+    policy = make_demonstrator(skill="nominal", seed=0, grasp_offset_z=0.05, max_retries=1)
+    run = rollout(policy, poses([(0.10, 0.50)]), 260)
     stages = [stage for _, stage in policy.scripts[0].events]
     assert stages == ["approach", "descend", "approach", "descend", "give_up"]
     assert not run["success"].any()
@@ -110,6 +111,8 @@ def test_unknown_knob_skill_or_task_is_rejected():
         make_demonstrator(skill="expert")
     with pytest.raises(ValueError, match="transfer_cube"):
         make_demonstrator(task="insertion")
+    with pytest.raises(ValueError, match="seed"):
+        make_demonstrator(seed=-1)
 
 
 def test_presets_are_valid_and_knobs_override_them():
@@ -119,9 +122,23 @@ def test_presets_are_valid_and_knobs_override_them():
     assert DemonstratorConfig().joint_noise == 0.0
 
 
-def test_loads_through_the_policy_path_with_json_kwargs():
+def test_loads_through_the_policy_path_with_json_friendly_kwargs():
     cfg = PolicyConfig(
-        path="r2s2r.robots.demonstrators:make_demonstrator", kwargs='{"skill": "noisy", "seed": 3}'
+        path="r2s2r.robots.demonstrators:make_demonstrator", kwargs={"skill": "noisy", "seed": 3}
     )
     policy = load_policy(cfg)
     assert isinstance(policy, ScriptedDemonstrator) and policy.seed == 3 and policy.cfg.joint_noise > 0
+
+
+def test_ik_reaches_a_reachable_pose_from_the_start_pose():
+    ik = BimanualIK()
+    start = np.array([[0.0, -0.96, 1.16, 0.0, -0.3, 0.0]] * 2)  # gym-aloha's START_ARM_POSE arms
+    goal_q = np.array([[0.3, -0.2, 0.5, 0.4, 0.6, -0.5], [-0.2, 0.1, 0.4, -0.3, 0.8, 0.2]])
+    goal_pos, goal_rot = ik.fk(goal_q)
+    q = start
+    for _ in range(40):  # 40 control steps of 3 iterations, as a demonstrator would spend on a jump
+        q = ik.solve(q, goal_pos, goal_rot, iters=3)
+    pos, rot = ik.fk(q)
+    np.testing.assert_allclose(pos, goal_pos, atol=1e-4)
+    np.testing.assert_allclose(rot, goal_rot, atol=1e-3)
+    assert (q >= ik.lower).all() and (q <= ik.upper).all()

@@ -12,10 +12,13 @@ reproduces the same episode whatever the batch size or how often the run was int
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import logging
+import multiprocessing as mp
 import shutil
 import time
 import warnings
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +62,7 @@ class RecordConfig:
     distribution: str = "mixed"  # initial object poses: id (gym-aloha's box) | ood (ring) | mixed (alternate)
     seed: int = 0  # episode i is a pure function of (seed, i)
     vcodec: str = "h264"  # h264 (decord reads it) | libsvtav1 (LeRobot's default, torchcodec only) | hevc
+    workers: int = 0  # processes that simulate and render batches in parallel; 0 = this process only
     world: WorldConfig = field(default_factory=WorldConfig)  # the reference world and how it is observed
     policy: PolicyConfig = field(default_factory=PolicyConfig)  # who acts
 
@@ -70,6 +74,8 @@ class RecordConfig:
                 f"num_episodes={self.num_episodes} must be >= 1 and "
                 f"episode_length={self.episode_length} >= 2."
             )
+        if self.workers < 0:
+            raise ValueError(f"workers={self.workers} must be >= 0 (0 simulates in this process).")
         if self.vcodec not in ("h264", "hevc", "libsvtav1"):
             raise ValueError(f"vcodec='{self.vcodec}' must be h264, hevc or libsvtav1.")
 
@@ -238,51 +244,110 @@ def _resume_state(cfg: RecordConfig, root: Path, key: dict) -> list[dict]:
     return commit["episodes"]
 
 
-def _batches(cfg: RecordConfig, first_episode: int):
-    """Lockstep batches from `first_episode` on: (episode indices, padded indices, poses, ID/OOD labels).
+@dataclass
+class _Batch:
+    indices: list[int]  # episodes this batch records
+    padded: list[int]  # the same, padded with repeats of the last one to fill every lockstep env
+    poses: np.ndarray  # (num_envs, 7 * n_objects) initial object poses
+    dists: list[str]  # "id" / "ood" per padded episode
 
-    Lockstep needs full batches, so the last one is padded with repeats of its last episode; callers
-    drop the padding by keeping only `len(indices)` results.
-    """
+
+def _batches(cfg: RecordConfig, first_episode: int) -> list[_Batch]:
+    """The lockstep batches that cover episodes `first_episode` .. `num_episodes - 1`."""
+    batches = []
     for first in range(first_episode, cfg.num_episodes, cfg.world.num_envs):
         indices = list(range(first, min(first + cfg.world.num_envs, cfg.num_episodes)))
         padded = indices + [indices[-1]] * (cfg.world.num_envs - len(indices))
         poses, dists = zip(*(episode_initial_pose(cfg, i) for i in padded), strict=True)
-        torch.manual_seed(cfg.seed * 1_000_003 + first)  # for stochastic learned policies
-        yield indices, padded, np.stack(poses), list(dists)
+        batches.append(_Batch(indices, padded, np.stack(poses), list(dists)))
+    return batches
+
+
+def _play(
+    world: AlohaWorld, policy: Policy, cfg: RecordConfig, batch: _Batch, render: bool
+) -> list[list[dict]]:
+    torch.manual_seed(cfg.seed * 1_000_003 + batch.indices[0])  # for stochastic learned policies
+    try:
+        frames = rollout_batch(
+            world, policy, batch.poses, cfg.episode_length, cfg.policy.path, batch.padded, render
+        )
+    except Exception as e:
+        raise RuntimeError(f"episodes {batch.indices[0]}..{batch.indices[-1]} failed: {e}") from e
+    return frames[: len(batch.indices)]
+
+
+_WORKER: dict = {}  # the world and policy of a rollout worker process
+
+
+def _worker_init(cfg: RecordConfig) -> None:
+    import r2s2r.robots.aloha  # noqa: F401  (torch and triton before MuJoCo's GL, in the new process too)
+
+    _WORKER["world"], _WORKER["policy"] = AlohaWorld(cfg.world), load_policy(cfg.policy)
+
+
+def _worker_play(cfg: RecordConfig, batch: _Batch, render: bool) -> list[list[dict]]:
+    return _play(_WORKER["world"], _WORKER["policy"], cfg, batch, render)
+
+
+def _played(cfg: RecordConfig, batches: list[_Batch], render: bool = True):
+    """Yield (batch, frames) in order, simulated here or by `cfg.workers` processes working ahead.
+
+    Each worker holds its own world and policy; at most `workers` batches are in flight, so memory stays
+    bounded by a few batches of frames whatever the number of episodes.
+    """
+    if cfg.workers == 0:
+        policy = load_policy(cfg.policy)
+        with AlohaWorld(cfg.world) as world:
+            for batch in batches:
+                yield batch, _play(world, policy, cfg, batch, render)
+        return
+    context = mp.get_context("spawn")  # a fork would copy this process's GL and decoder state
+    with cf.ProcessPoolExecutor(
+        cfg.workers, mp_context=context, initializer=_worker_init, initargs=(cfg,)
+    ) as pool:
+        pending = deque()
+        for batch in batches:
+            pending.append((batch, pool.submit(_worker_play, cfg, batch, render)))
+            if len(pending) >= cfg.workers:
+                batch_done, future = pending.popleft()
+                yield batch_done, future.result()
+        while pending:
+            batch_done, future = pending.popleft()
+            yield batch_done, future.result()
 
 
 def record(cfg: RecordConfig) -> RecordSummary:
     """Record (or finish recording) `cfg.num_episodes` episodes of `cfg.policy` into `cfg.root`."""
     start = time.perf_counter()
     root = Path(cfg.root)
-    policy = load_policy(cfg.policy)
-    with AlohaWorld(cfg.world) as world:
-        fps = world.spec.control_hz
-        key = cfg.resume_key(fps)
-        episodes = _resume_state(cfg, root, key)
-        resumed_from = len(episodes)
-        bar = tqdm(
-            total=cfg.num_episodes, initial=min(resumed_from, cfg.num_episodes), desc="record", unit="ep"
-        )
-        for indices, padded, poses, dists in _batches(cfg, resumed_from):
-            try:
-                frames = rollout_batch(world, policy, poses, cfg.episode_length, cfg.policy.path, padded)
-            except Exception as e:
-                raise RuntimeError(
-                    f"episodes {indices[0]}..{indices[-1]} failed, none of them was written ({e}); "
-                    f"the dataset keeps its {len(episodes)} complete episodes, re-run to resume."
-                ) from e
-            frames = frames[: len(indices)]
-            target = root if root.exists() else root.with_name(root.name + ".partial")
-            _write_batch(_open_dataset(cfg, target, world.spec, fps), frames, TASK_TEXT[cfg.world.task])
-            episodes += [_label_episode(*args) for args in zip(frames, indices, poses, dists, strict=False)]
-            write_commit(target, {"config": key, "episodes": episodes})
-            if target != root:
-                target.rename(root)  # the first complete batch makes the dataset appear, atomically
-            bar.update(len(indices))
-            bar.set_postfix(success=f"{sum(e['success'] for e in episodes)}/{len(episodes)}")
-        bar.close()
+    load_policy(cfg.policy)  # fail on a bad policy before touching anything
+    spec = AlohaWorld.spec_for(cfg.world)
+    key = cfg.resume_key(spec.control_hz)
+    episodes = _resume_state(cfg, root, key)
+    resumed_from = len(episodes)
+    bar = tqdm(total=cfg.num_episodes, initial=min(resumed_from, cfg.num_episodes), desc="record", unit="ep")
+    played = _played(cfg, _batches(cfg, resumed_from))
+    while True:
+        try:
+            batch, frames = next(played)
+        except StopIteration:
+            break
+        except Exception as e:
+            raise RuntimeError(
+                f"{e}; none of them was written, the dataset keeps its {len(episodes)} complete episodes "
+                "(re-run to resume)."
+            ) from e
+        target = root if root.exists() else root.with_name(root.name + ".partial")
+        _write_batch(_open_dataset(cfg, target, spec, spec.control_hz), frames, TASK_TEXT[cfg.world.task])
+        episodes += [
+            _label_episode(*a) for a in zip(frames, batch.indices, batch.poses, batch.dists, strict=False)
+        ]
+        write_commit(target, {"config": key, "episodes": episodes})
+        if target != root:
+            target.rename(root)  # the first complete batch makes the dataset appear, atomically
+        bar.update(len(batch.indices))
+        bar.set_postfix(success=f"{sum(e['success'] for e in episodes)}/{len(episodes)}")
+    bar.close()
     return RecordSummary(
         root=root,
         num_episodes=len(episodes),
@@ -299,12 +364,14 @@ def evaluate(cfg: RecordConfig, render: bool = False) -> list[dict]:
     Episodes are exactly those `record` would play; without rendering this is physics and policy only,
     about 20x faster, for policies that do not look at images.
     """
-    policy = load_policy(cfg.policy)
     labels = []
-    with AlohaWorld(cfg.world) as world:
-        for indices, padded, poses, dists in tqdm(list(_batches(cfg, 0)), desc="evaluate", unit="batch"):
-            frames = rollout_batch(world, policy, poses, cfg.episode_length, cfg.policy.path, padded, render)
-            labels += [_label_episode(*args) for args in zip(frames, indices, poses, dists, strict=False)]
+    batches = _batches(cfg, 0)
+    for batch, frames in tqdm(
+        _played(cfg, batches, render), total=len(batches), desc="evaluate", unit="batch"
+    ):
+        labels += [
+            _label_episode(*a) for a in zip(frames, batch.indices, batch.poses, batch.dists, strict=False)
+        ]
     return labels
 
 

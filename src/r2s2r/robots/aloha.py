@@ -138,12 +138,7 @@ class AlohaWorld:
     def __init__(self, cfg: WorldConfig):
         self.cfg = cfg
         xml = aloha_constants.ASSETS_DIR / f"bimanual_viperx_{cfg.task}.xml"
-        self.spec: EmbodimentSpec = aloha_spec(xml)
-        unknown = [c for c in cfg.cameras if c not in self.spec.cameras]
-        if unknown:
-            raise ValueError(
-                f"Unknown camera(s) {unknown} for ALOHA; available: {', '.join(self.spec.cameras)}."
-            )
+        self.spec: EmbodimentSpec = self.spec_for(cfg)
         task_cls = aloha_sim.TransferCubeTask if cfg.task == "transfer_cube" else aloha_sim.InsertionTask
         self.physics = [dm_mujoco.Physics.from_xml_path(str(xml)) for _ in range(cfg.num_envs)]
         self.tasks = [task_cls() for _ in range(cfg.num_envs)]
@@ -151,6 +146,15 @@ class AlohaWorld:
         self.n_substeps = int(round(aloha_constants.DT / self.physics[0].model.opt.timestep))
         self._renderer: mujoco.Renderer | None = None
         self._t = 0
+
+    @staticmethod
+    def spec_for(cfg: WorldConfig) -> EmbodimentSpec:
+        """The robot spec of the world `cfg` describes; checks its cameras exist, builds no physics."""
+        spec = aloha_spec(aloha_constants.ASSETS_DIR / f"bimanual_viperx_{cfg.task}.xml")
+        unknown = [c for c in cfg.cameras if c not in spec.cameras]
+        if unknown:
+            raise ValueError(f"Unknown camera(s) {unknown} for ALOHA; available: {', '.join(spec.cameras)}.")
+        return spec
 
     # ---------------------------------------------------------------- rendering
     def _get_renderer(self) -> mujoco.Renderer:

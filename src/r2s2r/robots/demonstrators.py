@@ -8,10 +8,12 @@ both back off. Gripper poses are turned into joint targets by damped-least-squar
 
 The recorder needs more than clean successes, so the knobs of `DemonstratorConfig` inject what goes wrong
 when people or controllers demonstrate: grasp-point errors, gripper commands that come early or late,
-slower or uneven motion, pauses, and a smooth wobble on the joints. The script stays closed-loop where a
-careful demonstrator would: it re-reads the cube before the handover, and when the lift check finds the
-cube still on the table it re-opens, re-approaches and tries again (`max_retries`), which records
-recoveries as well as failures.
+slower or uneven motion, pauses, and a smooth wobble on the joints. The script is closed-loop where a
+careful demonstrator would be: it plans the grasp from the cube pose it first sees, carries the cube (not
+the hand) to the meeting point, sends the left hand to where the cube is now, and checks the gripper
+openings and the cube after each grasp. When a grasp or the handover visibly failed it re-opens,
+re-approaches from the cube's new pose and tries again (`max_retries`), so the data holds failures,
+near-misses and recoveries as well as clean successes. Call `reset()` before every new episode.
 
 Each env in the batch runs its own script with its own random generator, seeded from `seed` and the bytes
 of that env's first `observation.environment_state`, so an episode's actions do not depend on which other
@@ -157,8 +159,14 @@ class _TransferScript:
         self.t, self.stage, self.stage_end = 0, "", 0
         self.grasp = (np.zeros(3), np.eye(3))  # planned grasp point (3,) and right orientation (3,3)
         self.attempts = 0  # right-arm grasp attempts so far
+        self.servo_until = 0  # step until which the left hand's reach target follows the measured cube
         self.events: list[tuple[int, str]] = []  # (step, stage entered): what happened, for inspection
         self._enter("approach", state, cube)
+
+    @property
+    def retries(self) -> int:
+        """Re-grasps plus left-hand re-reaches this episode has made so far."""
+        return self.cfg.max_retries - self.retries_left
 
     # ------------------------------------------------------------- randomness
     def _steps(self, name: str) -> int:
@@ -214,6 +222,9 @@ class _TransferScript:
         dur = self._steps("approach" if self.attempts == 1 else "regrasp")
         self.arms[RIGHT].move(start, dur, point - PREGRASP_BACKOFF * rot[:, 0], rot)
         self.arms[RIGHT].set_grip(start, self._steps("close"), OPEN)
+        if self.attempts > 1:  # a re-grasp: the left hand opens and waits out of the way for the handover
+            self.arms[LEFT].move(start, dur, MEET - np.array([LEFT_STANDOFF, 0.0, 0.0]), LEFT_ROT)
+            self.arms[LEFT].set_grip(start, self._steps("close"), OPEN)
         return start + dur
 
     def _enter_descend(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
@@ -241,7 +252,7 @@ class _TransferScript:
     def _enter_reach(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
         dur = self._steps("reach")
         self.arms[LEFT].move(start, dur, cube[:3], LEFT_ROT)  # to where the cube is now, not where planned
-        close_at = max(start, start + dur + self._timing_error())
+        self.servo_until = close_at = max(start, start + dur + self._timing_error())
         self.arms[LEFT].set_grip(close_at, self._steps("close"), CLOSED)
         return start + dur + self._steps("settle")
 
@@ -288,10 +299,14 @@ class _TransferScript:
         if self.stage == "rereach":
             return "reach"
         if self._failed(state, cube):
+            # A missed handover with the cube still in the right hand is retried by the left hand; a cube
+            # that fell is picked up again by the right (approach re-plans from where the cube lies).
+            in_right_hand = cube[2] > 0.06 and self._cube_offset(state, cube, RIGHT) < 0.05
+            retry = "rereach" if self.stage == "reach" and in_right_hand else "approach"
             if self.retries_left > 0:
                 self.retries_left -= 1
-                return "rereach" if self.stage == "reach" else "approach"  # approach re-plans from the cube
-            if self.stage != "reach":
+                return retry
+            if retry == "approach":
                 return "give_up"  # out of retries: stop rather than carry an empty hand around
         return self.ORDER[self.ORDER.index(self.stage) + 1]
 
@@ -300,9 +315,11 @@ class _TransferScript:
         """The 14-D action for this control step, given the measured state (14,) and cube pose (7,)."""
         while self.t >= self.stage_end:
             self._enter(self._next_stage(state, cube), state, cube)
+        if self.stage == "reach" and self.t < self.servo_until:  # follow the cube until the fingers close
+            self.arms[LEFT].p1 = cube[:3].copy()
         (p_left, r_left), (p_right, r_right) = (arm.pose(self.t) for arm in self.arms)
         pos, rot = np.stack([p_left, p_right]), np.stack([r_left, r_right])  # (2,3), (2,3,3)
-        self.q, _ = self.ik.solve(self.q, pos, rot, iters=self.cfg.ik_iters)
+        self.q = self.ik.solve(self.q, pos, rot, iters=self.cfg.ik_iters)
         if self.cfg.joint_noise:  # Ornstein-Uhlenbeck: stationary std joint_noise, correlation time tau
             a = self.noise_decay
             kick = math.sqrt(1.0 - a * a) * self.cfg.joint_noise * self.rng.standard_normal((2, 6))
@@ -365,7 +382,7 @@ class ScriptedDemonstrator:
         actions = [
             s.act(state[i].astype(float), env_state[i].astype(float)) for i, s in enumerate(self.scripts)
         ]
-        return torch.from_numpy(np.stack(actions).astype(np.float32))  # (B,14)
+        return torch.from_numpy(np.stack(actions).astype(np.float32)).to(batch["observation.state"].device)
 
 
 def make_demonstrator(
@@ -380,6 +397,8 @@ def make_demonstrator(
         raise ValueError(f"task='{task}' has no scripted demonstrator yet; only 'transfer_cube' does.")
     if skill not in PRESETS:
         raise ValueError(f"skill='{skill}' is not a preset; choose one of {', '.join(PRESETS)}.")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed={seed!r} must be a whole number >= 0 (it seeds numpy's SeedSequence).")
     known = {f.name for f in fields(DemonstratorConfig)}
     unknown = sorted(set(knobs) - known)
     if unknown:
@@ -391,12 +410,14 @@ def make_demonstrator(
 def run_episodes(policy: Policy, object_poses: np.ndarray, steps: int = 400, batch_size: int = 10) -> dict:
     """Roll `policy` out in the reference world (no rendering) from each initial pose (N,7), in batches.
 
-    Returns per-episode `success` (N,) bool (any step at the task's top reward), `max_reward` (N,), and
-    the wall-clock `seconds` spent in the policy and in physics, to size recording jobs.
+    Returns per-episode `success` (N,) bool (any step at the task's top reward, gym-aloha's definition),
+    `final_success` (N,) (still at the top reward on the last step: the cube held up), `max_reward` (N,),
+    `retries` (N,) (re-grasps and re-reaches of a scripted demonstrator; -1 for other policies), and the
+    wall-clock `seconds` spent in the policy and in physics, to size recording jobs.
     """
     from r2s2r.robots.aloha import AlohaWorld, WorldConfig  # the world is only needed to measure
 
-    success, max_reward, t_policy, t_physics = [], [], 0.0, 0.0
+    success, final, max_reward, retries, t_policy, t_physics = [], [], [], [], 0.0, 0.0
     for b0 in range(0, len(object_poses), batch_size):
         poses = object_poses[b0 : b0 + batch_size]
         world = AlohaWorld(WorldConfig(num_envs=len(poses), cameras=()))
@@ -411,11 +432,16 @@ def run_episodes(policy: Policy, object_poses: np.ndarray, steps: int = 400, bat
             t_policy, t_physics = t_policy + t1 - t0, t_physics + time.perf_counter() - t1
             obs, best = result.observation, np.maximum(best, result.reward)
         success.append(best >= world.max_reward)
+        final.append(result.success)
         max_reward.append(best)
+        scripts = getattr(policy, "scripts", None) or [None] * len(poses)
+        retries.append([-1 if s is None else s.retries for s in scripts])
         world.close()
     return {
         "success": np.concatenate(success),
+        "final_success": np.concatenate(final),
         "max_reward": np.concatenate(max_reward),
+        "retries": np.concatenate(retries),
         "seconds": {"policy": t_policy, "physics": t_physics},
     }
 
@@ -440,7 +466,10 @@ def main() -> None:
     secs = out["seconds"]
     print(
         f"skill={args.skill} dist={args.dist} n={args.n} success={out['success'].mean():.3f} "
+        f"final_success={out['final_success'].mean():.3f} "
         f"max_reward_counts={np.bincount(out['max_reward'].astype(int), minlength=5).tolist()} "
+        f"retried={(out['retries'] > 0).mean():.2f} "
+        f"success_after_retry={(out['success'] & (out['retries'] > 0)).mean():.2f} "
         f"policy_s/episode={secs['policy'] / args.n:.3f} physics_s/episode={secs['physics'] / args.n:.3f}"
     )
 

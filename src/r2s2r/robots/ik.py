@@ -5,8 +5,10 @@ which way the gripper points) but the world takes absolute joint targets. This m
 other on a private `mujoco.MjModel` copy of the task MJCF, used for kinematics only: it never steps
 physics, so it cannot disturb the world it plans for.
 
-Each call runs a few DLS iterations per arm, warm-started from the previous solution; a demonstrator
-tracks a slowly moving target, so a handful of iterations per control step keeps it converged.
+Each `solve` runs a few DLS iterations per arm, warm-started from the previous solution; a demonstrator
+tracks a slowly moving target, so a handful of iterations per control step keeps it converged. The module
+also holds the Cartesian planning pieces the demonstrators share: minimum-jerk timing, orientation
+interpolation and `PoseTrack`, one arm's scheduled moves and gripper ramps.
 """
 
 from __future__ import annotations
@@ -104,50 +106,58 @@ class BimanualIK:
         self._jacp = np.zeros((3, self.model.nv))
         self._jacr = np.zeros((3, self.model.nv))
         self._lam2 = self.cfg.damping**2 * np.eye(6)
+        # Each arm's six joints are consecutive in qpos and qvel: slices index them without copies.
+        if any((np.diff(adr) != 1).any() for adr in (*self.qadr, *self.dofadr)):
+            raise ValueError(f"{xml.name}: arm joints are not consecutive in qpos/qvel, unlike gym-aloha's.")
+        self._qslice = [slice(int(a[0]), int(a[0]) + 6) for a in self.qadr]
+        self._dslice = [slice(int(a[0]), int(a[0]) + 6) for a in self.dofadr]
         self.base = np.array([self.model.body(f"vx300s_{s}").pos for s in SIDES])  # (2,3) arm base positions
 
     def _set(self, q: np.ndarray) -> None:
-        self.data.qpos[self.qadr.ravel()] = q.ravel()
+        for arm in range(2):
+            self.data.qpos[self._qslice[arm]] = q[arm]
         mujoco.mj_kinematics(self.model, self.data)
 
     def _tcp_pose(self, arm: int) -> tuple[np.ndarray, np.ndarray]:
+        """Grasp point (3,) and a view (3,3) of the gripper orientation, from the last `_set`."""
         rot = self.data.xmat[self.body[arm]].reshape(3, 3)
-        return self.data.xpos[self.body[arm]] + rot @ self.tcp, rot.copy()
+        return self.data.xpos[self.body[arm]] + rot @ self.tcp, rot
 
     def fk(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Grasp-point positions (2,3) and gripper orientations (2,3,3) for arm joints q (2,6)."""
         self._set(np.asarray(q, dtype=float))
         poses = [self._tcp_pose(a) for a in range(2)]
-        return np.stack([p for p, _ in poses]), np.stack([r for _, r in poses])
+        return np.stack([p for p, _ in poses]), np.stack([r for _, r in poses])  # stack copies the views
 
-    def solve(
-        self, q: np.ndarray, pos: np.ndarray, rot: np.ndarray, iters: int = 3
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def solve(self, q: np.ndarray, pos: np.ndarray, rot: np.ndarray, iters: int = 3) -> np.ndarray:
         """Move arm joints q (2,6) towards grasp-point targets pos (2,3) with orientations rot (2,3,3).
 
-        Returns the improved joints (2,6), clamped to the joint ranges, and each arm's remaining
-        position error (2,) in metres, measured after the last iteration.
+        Returns the improved joints (2,6), clamped to the joint ranges; `fk` of them tells how close
+        they got. Each iteration is one DLS step per arm: dq = J^T (J J^T + damping^2 I)^-1 err, with
+        J and err stacking position and `rot_weight`-scaled orientation; MuJoCo's Cholesky solves the
+        6x6 system, which is several times cheaper than numpy's general solver at this size.
         """
-        q = np.array(q, dtype=float)
-        cfg = self.cfg
-        jac = np.zeros((2, 6, 6))  # per arm: position rows, then weighted rotation rows
-        err = np.zeros((2, 6))
+        q = np.array(q, dtype=float)  # (2,6)
+        cfg, model, data = self.cfg, self.model, self.data
+        jac, err = np.zeros((6, 6)), np.zeros((6, 1))  # one arm's stacked Jacobian and error
+        gram, dy = np.zeros((6, 6)), np.zeros((6, 1))
         for _ in range(iters):
             self._set(q)
-            mujoco.mj_comPos(self.model, self.data)  # mj_jac needs the com-based dof axes
+            mujoco.mj_comPos(model, data)  # mj_jac needs the com-based dof axes
             for arm in range(2):
                 p, r = self._tcp_pose(arm)
-                err[arm, :3] = pos[arm] - p
-                err[arm, 3:] = cfg.rot_weight * rotation_error(r, rot[arm])
-                mujoco.mj_jac(self.model, self.data, self._jacp, self._jacr, p, self.body[arm])
-                jac[arm, :3] = self._jacp[:, self.dofadr[arm]]
-                jac[arm, 3:] = cfg.rot_weight * self._jacr[:, self.dofadr[arm]]
-            jac_t = jac.transpose(0, 2, 1)
-            dq = (jac_t @ np.linalg.solve(jac @ jac_t + self._lam2, err[..., None]))[..., 0]  # (2,6)
-            q = np.minimum(np.maximum(q + np.clip(dq, -cfg.max_step, cfg.max_step), self.lower), self.upper)
-        self._set(q)
-        pos_now = np.stack([self._tcp_pose(a)[0] for a in range(2)])
-        return q, np.linalg.norm(pos - pos_now, axis=1)
+                err[:3, 0] = pos[arm] - p
+                err[3:, 0] = cfg.rot_weight * rotation_error(r, rot[arm])
+                mujoco.mj_jac(model, data, self._jacp, self._jacr, p, self.body[arm])
+                jac[:3] = self._jacp[:, self._dslice[arm]]
+                np.multiply(self._jacr[:, self._dslice[arm]], cfg.rot_weight, out=jac[3:])
+                np.matmul(jac, jac.T, out=gram)
+                gram += self._lam2
+                mujoco.mju_cholFactor(gram, 0.0)
+                mujoco.mju_cholSolve(dy, gram, err)
+                q[arm] += np.minimum(np.maximum(jac.T @ dy[:, 0], -cfg.max_step), cfg.max_step)
+            q = np.minimum(np.maximum(q, self.lower), self.upper)
+        return q
 
 
 # ------------------------------------------------------------------ Cartesian trajectories

@@ -6,6 +6,7 @@ Examples:
         --policy.path=r2s2r.robots.demonstrators:make_demonstrator --policy.kwargs='{"skill": "sloppy"}'
     r2s2r-record --root=outputs/logs/act_010000 --policy.path=outputs/act/checkpoints/010000/pretrained_model
     r2s2r-record --world.cameras='[top]' --world.image_height=64 --world.image_width=64 --world.num_envs=8
+    r2s2r-record --num_episodes=300 --workers=2     # simulate and render in two processes
 
 Re-running the same command resumes: it adds only the episodes still missing (a killed batch is rolled
 back first). Every flag is a field of `RecordConfig` (r2s2r/data/recorder.py); `--config_path=x.yaml`
