@@ -70,8 +70,8 @@ def bench_success(episodes: int, seed: int, workers: int) -> list[dict]:
         futures = [pool.submit(success_job, skill, dist, episodes, seed) for skill, dist in jobs]
         results = [f.result() for f in futures]
     rows = [
-        [r["skill"], r["distribution"], r["episodes"], f"{100 * r['success_rate']:.1f}", r["median_success_step"],
-         str(r["max_reward_histogram"]), r["seconds_per_episode"]]
+        [r["skill"], r["distribution"], r["episodes"], f"{100 * r['success_rate']:.1f}",
+         r["median_success_step"], str(r["max_reward_histogram"]), r["seconds_per_episode"]]
         for r in results
     ]  # fmt: skip
     print_table(
@@ -82,31 +82,31 @@ def bench_success(episodes: int, seed: int, workers: int) -> list[dict]:
     return results
 
 
-def bench_recording(root: Path, episodes: int) -> dict:
-    cfg = RecordConfig(
-        root=str(root), num_episodes=episodes, distribution="mixed", world=WorldConfig(num_envs=4)
-    )
-    summary = record(cfg)
-    size_mb = sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) / 1e6
-    result = {
-        "episodes": episodes,
-        "episode_length": cfg.episode_length,
-        "cameras": list(cfg.world.cameras),
-        "image_size": [cfg.world.image_height, cfg.world.image_width],
-        "vcodec": cfg.vcodec,
-        "seconds": summary.seconds,
-        "episodes_per_minute": 60 * episodes / summary.seconds,
-        "frames_per_second": episodes * cfg.episode_length / summary.seconds,
-        "dataset_mb": size_mb,
-        "successes": summary.successes,
-    }
+def bench_recording(root: Path, episodes: int, workers: tuple[int, ...]) -> list[dict]:
+    """Rendered three-view episodes written per minute, in this process and with worker processes."""
+    results = []
+    for n_workers in workers:
+        cfg = RecordConfig(
+            root=str(root / f"workers{n_workers}"), num_episodes=episodes, distribution="mixed",
+            workers=n_workers, world=WorldConfig(num_envs=4),
+        )  # fmt: skip
+        summary = record(cfg)
+        size_mb = sum(p.stat().st_size for p in Path(cfg.root).rglob("*") if p.is_file()) / 1e6
+        results.append({
+            "workers": n_workers, "episodes": episodes, "episode_length": cfg.episode_length,
+            "cameras": list(cfg.world.cameras), "image_size": [cfg.world.image_height, cfg.world.image_width],
+            "vcodec": cfg.vcodec, "seconds": summary.seconds,
+            "episodes_per_minute": 60 * episodes / summary.seconds,
+            "frames_per_second": episodes * cfg.episode_length / summary.seconds, "dataset_mb": size_mb,
+            "successes": summary.successes,
+        })  # fmt: skip
     print_table(
-        "Recording (nominal demonstrator, rendered, LeRobot writer)",
-        ["episodes", "views", "size", "codec", "episodes/min", "frames/s", "MB"],
-        [[episodes, len(cfg.world.cameras), "96x128", cfg.vcodec, result["episodes_per_minute"],
-          result["frames_per_second"], size_mb]],
+        "Recording (nominal demonstrator, 3 views 96x128 rendered, h264, LeRobot writer)",
+        ["workers", "episodes", "episodes/min", "frames/s", "MB", "successes"],
+        [[r["workers"], r["episodes"], r["episodes_per_minute"], r["frames_per_second"], r["dataset_mb"],
+          r["successes"]] for r in results],
     )  # fmt: skip
-    return result
+    return results
 
 
 def bench_reader(root: Path, samples: int, seed: int) -> list[dict]:
@@ -130,7 +130,8 @@ def bench_reader(root: Path, samples: int, seed: int) -> list[dict]:
         with_workers = n / (time.perf_counter() - start)
         results.append({
             "decoder": decoder, "clip_frames": ds.cfg.clip_length, "views": len(ds.camera_keys),
-            "frame_rate": ds.cfg.frame_rate, "samples_per_s": in_process, "samples_per_s_2_workers": with_workers,
+            "frame_rate": ds.cfg.frame_rate, "samples_per_s": in_process,
+            "samples_per_s_2_workers": with_workers,
         })  # fmt: skip
     print_table(
         "Reader: clips of 3 frames x 3 views at 10 Hz (2 context + 1 target), action chunks of 5",
@@ -158,8 +159,8 @@ def main() -> None:
     payload["demonstrator_success"] = bench_success(args.success_episodes, args.seed, args.workers)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "bench"
-        payload["recording"] = bench_recording(root, args.record_episodes)
-        payload["reader"] = bench_reader(root, args.reader_samples, args.seed)
+        payload["recording"] = bench_recording(root, args.record_episodes, (0, 2))
+        payload["reader"] = bench_reader(root / "workers2", args.reader_samples, args.seed)
     write_json(args.out, payload)
 
 
