@@ -12,7 +12,7 @@ from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from conftest import EPISODE_LENGTH, tiny_record_config
 from r2s2r.data.commit import COMMIT_FILE
-from r2s2r.data.recorder import episode_initial_pose, evaluate, record, rollout_batch
+from r2s2r.data.recorder import _label_episode, episode_initial_pose, evaluate, record, rollout_batch
 from r2s2r.robots.aloha import AlohaWorld, in_id_box
 from r2s2r.rollout.policy import load_policy
 
@@ -196,3 +196,30 @@ def test_worker_errors_reach_the_caller(tmp_path):
     with pytest.raises(RuntimeError, match=r"episodes 0..1 failed: policy .* returned an action of shape"):
         record(tiny_record_config(tmp_path / "bad", **make))
     assert not (tmp_path / "bad").exists()
+
+
+def test_episode_labels_computed_by_hand():
+    def frames(rewards):
+        return [
+            {"next.reward": np.array([r], np.float32), "next.success": np.array([r == 4])} for r in rewards
+        ]
+
+    dropped_then_done = _label_episode(frames([0, 1, 2, 1, 0, 1, 2, 3, 4, 4, 3]), 5, np.zeros(7), "ood")
+    assert dropped_then_done == {
+        "episode_index": 5, "distribution": "ood", "initial_object_pose": [0.0] * 7, "success": True,
+        "success_at_end": False, "success_step": 8, "recovered": True, "max_reward": 4.0,
+    }  # fmt: skip
+    clean = _label_episode(frames([0, 1, 2, 3, 4, 4]), 0, np.zeros(7), "id")
+    assert (clean["success"], clean["success_at_end"], clean["recovered"], clean["success_step"]) == (
+        True,
+        True,
+        False,
+        4,
+    )
+    near_miss = _label_episode(frames([0, 1, 2, 3, 2, 3, 0]), 1, np.zeros(7), "id")
+    assert [near_miss[k] for k in ("success", "success_step", "recovered", "max_reward")] == [
+        False,
+        -1,
+        False,
+        3.0,
+    ]

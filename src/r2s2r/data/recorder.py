@@ -205,14 +205,24 @@ def _write_batch(dataset, frames: list[list[dict]], task_text: str) -> None:
 
 
 def _label_episode(frames: list[dict], episode_index: int, pose: np.ndarray, dist: str) -> dict:
+    """Per-episode labels, all derived from the recorded frames, so any policy's episodes get them.
+
+    `success` is gym-aloha's definition (top reward at any step); `success_at_end` also asks that the
+    object still be held at the last step; `recovered` marks a success that came after the staged reward
+    fell back (a dropped or missed object picked up again).
+    """
     success = np.array([f["next.success"][0] for f in frames])
     rewards = np.array([f["next.reward"][0] for f in frames])
+    first = int(np.argmax(success)) if success.any() else len(frames)
+    fell_back = bool((np.diff(rewards[:first]) < 0).any())
     return {
         "episode_index": episode_index,
         "distribution": dist,
         "initial_object_pose": [round(float(v), 6) for v in pose],
         "success": bool(success.any()),
-        "success_step": int(np.argmax(success)) if success.any() else -1,
+        "success_at_end": bool(success[-1]),
+        "success_step": first if success.any() else -1,
+        "recovered": bool(success.any() and fell_back),
         "max_reward": float(rewards.max()),
     }
 
