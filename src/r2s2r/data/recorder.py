@@ -386,10 +386,15 @@ def evaluate(cfg: RecordConfig, render: bool = False) -> list[dict]:
 
 
 def summary_text(summary: RecordSummary) -> str:
-    by_dist: dict[str, list[bool]] = {}
+    """One line: where, how many episodes, and success per ID/OOD (any step / still held at the end)."""
+    by_dist: dict[str, list[dict]] = {}
     for e in summary.episodes:
-        by_dist.setdefault(e["distribution"], []).append(e["success"])
-    rates = ", ".join(f"{d}: {sum(v)}/{len(v)} succeeded" for d, v in sorted(by_dist.items()))
+        by_dist.setdefault(e["distribution"], []).append(e)
+    rates = ", ".join(
+        f"{d}: {sum(e['success'] for e in v)}/{len(v)} succeeded "
+        f"({sum(e['success_at_end'] for e in v)} held at the end)"
+        for d, v in sorted(by_dist.items())
+    )
     return (
         f"{summary.root}: {summary.num_episodes} episodes "
         f"({summary.new_episodes} new, {summary.seconds:.1f} s); {rates}"
