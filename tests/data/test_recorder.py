@@ -12,7 +12,14 @@ from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from conftest import EPISODE_LENGTH, tiny_record_config
 from r2s2r.data.commit import COMMIT_FILE
-from r2s2r.data.recorder import _label_episode, episode_initial_pose, evaluate, record, rollout_batch
+from r2s2r.data.recorder import (
+    LAPSE_STEPS,
+    _label_episode,
+    episode_initial_pose,
+    evaluate,
+    record,
+    rollout_batch,
+)
 from r2s2r.robots.aloha import AlohaWorld, in_id_box
 from r2s2r.rollout.policy import load_policy
 
@@ -204,18 +211,22 @@ def test_episode_labels_computed_by_hand():
             {"next.reward": np.array([r], np.float32), "next.success": np.array([r == 4])} for r in rewards
         ]
 
-    dropped_then_done = _label_episode(frames([0, 1, 2, 1, 0, 1, 2, 3, 4, 4, 3]), 5, np.zeros(7), "ood")
-    assert dropped_then_done == {
+    # touched, lost for 1 s (LAPSE_STEPS at 0), grasped again, handed over, dropped at the very end
+    lost_then_done = [0, 1, 2] + [0] * LAPSE_STEPS + [1, 2, 3, 4, 4, 3]
+    labels = _label_episode(frames(lost_then_done), 5, np.zeros(7), "ood")
+    assert labels == {
         "episode_index": 5, "distribution": "ood", "initial_object_pose": [0.0] * 7, "success": True,
-        "success_at_end": False, "success_step": 8, "recovered": True, "max_reward": 4.0,
+        "success_at_end": False, "success_step": LAPSE_STEPS + 6, "recovered": True, "max_reward": 4.0,
     }  # fmt: skip
-    clean = _label_episode(frames([0, 1, 2, 3, 4, 4]), 0, np.zeros(7), "id")
-    assert (clean["success"], clean["success_at_end"], clean["recovered"], clean["success_step"]) == (
+    # contact flicker shorter than a lapse, and waiting before the first touch, are not a recovery
+    flicker = [0] * 120 + [1, 2, 0, 2] + [0] * (LAPSE_STEPS - 1) + [2, 3, 4, 4]
+    clean = _label_episode(frames(flicker), 0, np.zeros(7), "id")
+    assert [clean[k] for k in ("success", "success_at_end", "recovered", "success_step")] == [
         True,
         True,
         False,
-        4,
-    )
+        175,
+    ]
     near_miss = _label_episode(frames([0, 1, 2, 3, 2, 3, 0]), 1, np.zeros(7), "id")
     assert [near_miss[k] for k in ("success", "success_step", "recovered", "max_reward")] == [
         False,

@@ -204,17 +204,22 @@ def _write_batch(dataset, frames: list[list[dict]], task_text: str) -> None:
         shutil.rmtree(images)
 
 
+LAPSE_STEPS = 50  # 1 s at reward 0 after the first contact: the object was lost (contacts flicker for less)
+
+
 def _label_episode(frames: list[dict], episode_index: int, pose: np.ndarray, dist: str) -> dict:
     """Per-episode labels, all derived from the recorded frames, so any policy's episodes get them.
 
     `success` is gym-aloha's definition (top reward at any step); `success_at_end` also asks that the
-    object still be held at the last step; `recovered` marks a success that came after the staged reward
-    fell back (a dropped or missed object picked up again).
+    object still be held at the last step; `recovered` marks a success that came after the object was
+    lost: `LAPSE_STEPS` steps without any contact reward after the first contact (a missed grasp or a
+    drop, then a new attempt). Contact rewards flicker for a few steps even in clean episodes.
     """
     success = np.array([f["next.success"][0] for f in frames])
     rewards = np.array([f["next.reward"][0] for f in frames])
     first = int(np.argmax(success)) if success.any() else len(frames)
-    fell_back = bool((np.diff(rewards[:first]) < 0).any())
+    touched = np.nonzero(rewards[:first] > 0)[0]
+    longest_lapse = _longest_run(rewards[touched[0] : first] == 0) if len(touched) else 0
     return {
         "episode_index": episode_index,
         "distribution": dist,
@@ -222,9 +227,18 @@ def _label_episode(frames: list[dict], episode_index: int, pose: np.ndarray, dis
         "success": bool(success.any()),
         "success_at_end": bool(success[-1]),
         "success_step": first if success.any() else -1,
-        "recovered": bool(success.any() and fell_back),
+        "recovered": bool(success.any() and longest_lapse >= LAPSE_STEPS),
         "max_reward": float(rewards.max()),
     }
+
+
+def _longest_run(mask: np.ndarray) -> int:
+    """Length of the longest run of True in a 1-D bool array."""
+    best = run = 0
+    for value in mask:
+        run = run + 1 if value else 0
+        best = max(best, run)
+    return best
 
 
 def _resume_state(cfg: RecordConfig, root: Path, key: dict) -> list[dict]:
