@@ -1,0 +1,140 @@
+"""Multi-view, action-conditioned diffusion transformer: the network that imagines the next frame.
+
+Every (frame, view) image is cut into patches; the tokens of all K context frames and of the noisy target
+frame, in all V views, attend to each other in one sequence, so views must agree with each other and with
+the past. Each frame's tokens are modulated (adaLN-Zero, as in DiT) by that frame's own conditioning:
+its noise level, the action chunk that led into it and, for context frames, the proprio measured there.
+So actions condition every frame, not the clip as a whole.
+
+The network predicts the flow-matching velocity `noise - x0` of the target frame (rectified flow, the
+parameterisation of diffusers' `FlowMatchEulerDiscreteScheduler`); `rollout/sampler.py` integrates it.
+This module never loops over denoising steps.
+"""
+
+from __future__ import annotations
+
+import torch
+from diffusers.models.attention_processor import Attention
+from diffusers.models.embeddings import TimestepEmbedding, Timesteps, get_2d_sincos_pos_embed
+from einops import rearrange
+from torch import nn
+
+from r2s2r.model.configuration_world_model import WorldModelConfig
+
+
+def mlp(dim_in: int, dim_hidden: int, dim_out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(dim_in, dim_hidden), nn.SiLU(), nn.Linear(dim_hidden, dim_out))
+
+
+class Block(nn.Module):
+    """A DiT block whose adaLN modulation varies per frame: (B, F, 6D) broadcast over each frame's tokens."""
+
+    def __init__(self, width: int, heads: int, mlp_ratio: float):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(width, elementwise_affine=False, eps=1e-6)
+        self.attn = Attention(query_dim=width, heads=heads, dim_head=width // heads, bias=True, out_bias=True)
+        self.norm2 = nn.LayerNorm(width, elementwise_affine=False, eps=1e-6)
+        self.mlp = nn.Sequential(
+            nn.Linear(width, int(width * mlp_ratio)),
+            nn.GELU(approximate="tanh"),
+            nn.Linear(int(width * mlp_ratio), width),
+        )
+        self.modulation = nn.Sequential(nn.SiLU(), nn.Linear(width, 6 * width))
+        nn.init.zeros_(self.modulation[1].weight)  # adaLN-Zero: every block starts as the identity
+        nn.init.zeros_(self.modulation[1].bias)
+
+    def forward(self, x: torch.Tensor, cond: torch.Tensor, tokens_per_frame: int) -> torch.Tensor:
+        mod = self.modulation(cond).repeat_interleave(tokens_per_frame, dim=1)  # (B,F,6D) -> (B,N,6D)
+        shift1, scale1, gate1, shift2, scale2, gate2 = mod.chunk(6, dim=-1)
+        x = x + gate1 * self.attn(self.norm1(x) * (1 + scale1) + shift1)
+        return x + gate2 * self.mlp(self.norm2(x) * (1 + scale2) + shift2)
+
+
+class MultiViewDenoiser(nn.Module):
+    """Velocity of the next frame of every view, given K context frames of every view and the actions."""
+
+    def __init__(self, cfg: WorldModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        D, p = cfg.width, cfg.patch_size
+        self.grid = (cfg.image_height // p, cfg.image_width // p)
+        self.patch_in = nn.Linear(cfg.patch_dim, D)
+        pos = get_2d_sincos_pos_embed(D, self.grid, base_size=self.grid[0], output_type="pt")  # (P,D)
+        self.register_buffer("pos_emb", pos.float().reshape(1, 1, 1, -1, D), persistent=False)
+        self.view_emb = nn.Parameter(torch.zeros(1, 1, cfg.num_views, 1, D))
+        self.frame_emb = nn.Parameter(torch.zeros(1, cfg.context_frames + 1, 1, 1, D))
+        nn.init.normal_(self.view_emb, std=0.02)
+        nn.init.normal_(self.frame_emb, std=0.02)
+        # Conditioning: noise level (sinusoidal, as diffusers' DiT), actions and proprio through projections
+        # named by the robot, so one model can hold several embodiments.
+        self.noise_proj = Timesteps(D, flip_sin_to_cos=True, downscale_freq_shift=0)
+        self.noise_emb = TimestepEmbedding(D, D)
+        self.action_emb = nn.ModuleDict({cfg.robot: mlp(cfg.chunk_dim, D, D)})
+        self.state_emb = nn.ModuleDict({cfg.robot: mlp(cfg.state_dim, D, D)})
+        self.no_action = nn.Parameter(torch.zeros(1, 1, D))  # what led into the first context frame
+        self.blocks = nn.ModuleList([Block(D, cfg.heads, cfg.mlp_ratio) for _ in range(cfg.depth)])
+        self.final_norm = nn.LayerNorm(D, elementwise_affine=False, eps=1e-6)
+        self.final_modulation = nn.Sequential(nn.SiLU(), nn.Linear(D, 2 * D))
+        self.patch_out = nn.Linear(D, cfg.patch_dim)
+        for layer in (self.final_modulation[1], self.patch_out):
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
+
+    def patchify(self, frames: torch.Tensor) -> torch.Tensor:
+        p = self.cfg.patch_size
+        return rearrange(frames, "b f v c (h p1) (w p2) -> b f v (h w) (p1 p2 c)", p1=p, p2=p)  # (B,F,V,P,pd)
+
+    def unpatchify(self, tokens: torch.Tensor) -> torch.Tensor:
+        p, (h, w) = self.cfg.patch_size, self.grid
+        return rearrange(
+            tokens, "b v (h w) (p1 p2 c) -> b v c (h p1) (w p2)", h=h, w=w, p1=p, p2=p
+        )  # (B,V,3,H,W)
+
+    def conditioning(
+        self, sigma: torch.Tensor, context_sigma: torch.Tensor, chunks: torch.Tensor, states: torch.Tensor
+    ) -> torch.Tensor:
+        """Per-frame conditioning (B, K+1, D): context frames 0..K-1, then the target frame."""
+        B, K = states.shape[:2]
+        levels = torch.cat([context_sigma[:, None].expand(B, K), sigma[:, None]], dim=1)  # (B,K+1)
+        noise = self.noise_emb(self.noise_proj(levels.reshape(-1) * 1000).to(states.dtype)).reshape(
+            B, K + 1, -1
+        )
+        actions = self.action_emb[self.cfg.robot](chunks)  # (B,K,D): chunk k leads from frame k to k+1
+        led_into = torch.cat([self.no_action.expand(B, 1, -1), actions], dim=1)  # (B,K+1,D)
+        proprio = self.state_emb[self.cfg.robot](states)  # (B,K,D), measured at the context frames only
+        proprio = torch.cat([proprio, torch.zeros_like(proprio[:, :1])], dim=1)  # (B,K+1,D)
+        return noise + led_into + proprio
+
+    def forward(
+        self,
+        noisy: torch.Tensor,
+        sigma: torch.Tensor,
+        context: torch.Tensor,
+        context_sigma: torch.Tensor,
+        chunks: torch.Tensor,
+        states: torch.Tensor,
+    ) -> torch.Tensor:
+        """Flow-matching velocity of the target frame.
+
+        Args:
+            noisy: (B,V,3,H,W) the target frame at noise level `sigma`, pixels in [-1,1].
+            sigma: (B,) noise level in [0,1] (0 clean, 1 pure noise).
+            context: (B,K,V,3,H,W) context frames, pixels in [-1,1], possibly noised to `context_sigma`.
+            context_sigma: (B,) noise level of the context frames.
+            chunks: (B,K,stride*A) normalized action chunks; chunk k leads from frame k to frame k+1 (the last
+                one from the last context frame to the target).
+            states: (B,K,S) normalized proprio at the context frames.
+        """
+        frames = torch.cat([context, noisy[:, None]], dim=1)  # (B,K+1,V,3,H,W)
+        x = (
+            self.patch_in(self.patchify(frames)) + self.pos_emb + self.view_emb + self.frame_emb
+        )  # (B,F,V,P,D)
+        B, F, V, P, D = x.shape
+        x = x.reshape(B, F * V * P, D)  # one sequence: every view of every frame attends to every other
+        cond = self.conditioning(sigma, context_sigma, chunks, states)  # (B,F,D)
+        for block in self.blocks:
+            x = block(x, cond, V * P)
+        target = x[:, -V * P :]  # (B,V*P,D) the target frame's tokens
+        shift, scale = self.final_modulation(cond[:, -1:]).chunk(2, dim=-1)
+        out = self.patch_out(self.final_norm(target) * (1 + scale) + shift)  # (B,V*P,pd)
+        return self.unpatchify(out.reshape(B, V, P, -1))

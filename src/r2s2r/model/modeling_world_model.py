@@ -1,0 +1,196 @@
+"""The world model: multi-view denoiser + state-dynamics head + judge, trained together on clips.
+
+`forward(batch) -> (loss, logs)` takes a batch of `ClipDataset` samples (K context frames and at least one
+future frame per view, the action chunks between them, proprio and labels) and returns the sum of
+  - the denoiser's flow-matching loss on one future frame of every view (rectified flow, logit-normal
+    noise levels, context frames noised a little so that imagined context does not derail rollouts),
+  - the state-dynamics head's loss over the whole clip, unrolled from the first frame through every chunk,
+  - the judge's loss on the real frames' staged reward and success.
+Normalization statistics live in the model (buffers saved with the weights), so a checkpoint carries
+everything needed to read raw observations. `save_pretrained` / `from_pretrained` write and read
+`config.json` + `model.safetensors`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from r2s2r.model.configuration_world_model import WorldModelConfig
+from r2s2r.model.denoiser import MultiViewDenoiser
+from r2s2r.model.state_head import Judge, StateDynamicsHead
+
+STAT_KEYS = {"state": "observation.state", "action": "action", "env": "observation.environment_state"}
+
+
+class WorldModel(nn.Module):
+    def __init__(self, config: WorldModelConfig):
+        super().__init__()
+        self.config = config
+        self.denoiser = MultiViewDenoiser(config)
+        self.state_head = StateDynamicsHead(config)
+        self.judge = Judge(config)
+        dims = {"state": config.state_dim, "action": config.action_dim, "env": max(config.env_state_dim, 1)}
+        for name, dim in dims.items():
+            self.register_buffer(f"{name}_mean", torch.zeros(dim))
+            self.register_buffer(f"{name}_std", torch.ones(dim))
+
+    # ------------------------------------------------------------------ normalization
+    def set_stats(self, stats: dict[str, dict[str, torch.Tensor]]) -> None:
+        """Take mean/std from `ClipDataset.stats` (LeRobot keys); std is floored so constant joints work."""
+        for name, key in STAT_KEYS.items():
+            if key in stats:
+                getattr(self, f"{name}_mean").copy_(stats[key]["mean"])
+                getattr(self, f"{name}_std").copy_(stats[key]["std"].clamp_min(1e-2))
+
+    def norm(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        return (x - getattr(self, f"{name}_mean")) / getattr(self, f"{name}_std")
+
+    def unnorm(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        return x * getattr(self, f"{name}_std") + getattr(self, f"{name}_mean")
+
+    def norm_chunks(self, actions: torch.Tensor) -> torch.Tensor:
+        """Raw actions (...,stride,A) -> normalized flat chunks (..., stride*A)."""
+        return self.norm("action", actions).flatten(-2)
+
+    def frames(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """All views of a clip at model resolution, in [-1,1]: (B,T,V,3,h,w)."""
+        views = []
+        for key in self.config.camera_keys:
+            if key not in batch:
+                raise KeyError(
+                    f"the batch has no '{key}'; the world model was trained on {self.config.cameras}."
+                )
+            x = batch[key]  # (B,T,3,H,W) in [0,1]
+            B, T = x.shape[:2]
+            size = (self.config.image_height, self.config.image_width)
+            if tuple(x.shape[-2:]) != size:
+                x = F.interpolate(x.flatten(0, 1), size=size, mode="area").reshape(B, T, 3, *size)
+            views.append(x * 2 - 1)
+        return torch.stack(views, dim=2)
+
+    # ------------------------------------------------------------------ losses
+    def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        frames = self.frames(batch)  # (B,T,V,3,h,w)
+        states = self.norm("state", batch["observation.state"])  # (B,T,S)
+        chunks = self.norm_chunks(batch["action"])  # (B,T-1,C)
+        denoise = self.denoise_loss(frames, states, chunks)
+        state = self.state_loss(frames, states, chunks, batch)
+        judge = self.judge_loss(frames, batch)
+        cfg = self.config
+        loss = denoise + cfg.state_loss_weight * state + cfg.judge_loss_weight * judge
+        logs = {"loss": loss.item(), "denoise": denoise.item(), "state": state.item(), "judge": judge.item()}
+        return loss, logs
+
+    def denoise_loss(self, frames: torch.Tensor, states: torch.Tensor, chunks: torch.Tensor) -> torch.Tensor:
+        """Flow matching on one future frame: x_s = (1-s) x0 + s noise, the network predicts noise - x0."""
+        B, T = frames.shape[:2]
+        K = self.config.context_frames
+        if T <= K:
+            raise ValueError(f"clips have {T} frames; the model needs context_frames={K} plus at least one.")
+        j = int(torch.randint(K, T, (1,)))  # which future frame to predict (its K predecessors are context)
+        x0 = frames[:, j]  # (B,V,3,h,w)
+        sigma = torch.sigmoid(torch.randn(B, device=x0.device))  # logit-normal levels, as SD3
+        noise = torch.randn_like(x0)
+        noisy = (1 - sigma.view(B, 1, 1, 1, 1)) * x0 + sigma.view(B, 1, 1, 1, 1) * noise
+        context = frames[:, j - K : j]  # (B,K,V,3,h,w)
+        context_sigma = torch.rand(B, device=x0.device) * self.config.context_noise
+        s = context_sigma.view(B, 1, 1, 1, 1, 1)
+        context = (1 - s) * context + s * torch.randn_like(context)
+        velocity = self.denoiser(
+            noisy, sigma, context, context_sigma, chunks[:, j - K : j], states[:, j - K : j]
+        )
+        return F.mse_loss(velocity, noise - x0)
+
+    def state_loss(self, frames, states, chunks, batch) -> torch.Tensor:
+        """The head rolls from frame 0 through every chunk; every member is scored at every frame."""
+        head = self.state_head
+        latent = head.encode(frames[:, 0], states[:, 0])  # (B,L)
+        loss = F.mse_loss(head.decode(latent)["state"], states[:, 0])
+        env = self.norm("env", batch["observation.environment_state"]) if self.has_env(batch) else None
+        for t in range(chunks.shape[1]):
+            latent = head.step(latent, chunks[:, t])  # (B,M,L)
+            pred = head.decode(latent)
+            M = latent.shape[1]
+            loss = loss + F.mse_loss(pred["state"], states[:, t + 1, None].expand(-1, M, -1))
+            if env is not None:
+                loss = loss + F.mse_loss(pred["env_state"], env[:, t + 1, None].expand(-1, M, -1))
+            if "next.reward" in batch:
+                reward = batch["next.reward"][:, t].long().clamp(0, self.config.reward_levels - 1)
+                loss = loss + F.cross_entropy(
+                    pred["reward_logits"].flatten(0, 1), reward.repeat_interleave(M)
+                )
+            if "next.success" in batch:
+                success = batch["next.success"][:, t].float()[:, None].expand(-1, M)
+                loss = loss + F.binary_cross_entropy_with_logits(pred["success_logit"], success)
+        return loss / (chunks.shape[1] + 1)
+
+    def judge_loss(self, frames: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Staged reward and success of the state each real frame 1..T-1 shows."""
+        if "next.reward" not in batch:
+            return frames.new_zeros(())
+        reward_logits, success_logit = self.judge(frames[:, 1:].flatten(0, 1))  # (B*(T-1), ...)
+        reward = batch["next.reward"].long().clamp(0, self.config.reward_levels - 1).flatten()
+        loss = F.cross_entropy(reward_logits, reward)
+        if "next.success" in batch:
+            loss = loss + F.binary_cross_entropy_with_logits(
+                success_logit, batch["next.success"].float().flatten()
+            )
+        return loss
+
+    def has_env(self, batch: dict) -> bool:
+        return self.config.env_state_dim > 0 and "observation.environment_state" in batch
+
+    # ------------------------------------------------------------------ checkpoints
+    def save_pretrained(self, directory: str | Path) -> Path:
+        """Write config.json + model.safetensors (weights and normalization stats) atomically."""
+        directory = Path(directory)
+        tmp = directory.with_name(f".{directory.name}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        self.config.save(tmp)
+        tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
+        save_file(tensors, tmp / "model.safetensors", metadata={"format": "pt", "library": "r2s2r"})
+        if directory.exists():
+            old = directory.with_name(f".{directory.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(directory, old)
+            os.replace(tmp, directory)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, directory)
+        return directory
+
+    @classmethod
+    def from_pretrained(
+        cls, directory: str | Path, config: WorldModelConfig | None = None, device: str | torch.device = "cpu"
+    ) -> WorldModel:
+        """Load a checkpoint; `config`, when given, must equal the one it was saved with."""
+        directory = Path(directory)
+        saved = WorldModelConfig.load(directory)
+        if config is not None and (diff := saved.differences(config)):
+            detail = ", ".join(f"{k}: checkpoint {a!r} vs requested {b!r}" for k, (a, b) in diff.items())
+            raise ValueError(
+                f"checkpoint {directory} was made with another config ({detail}); load it without a config "
+                "or with the one it was trained with."
+            )
+        model = cls(saved)
+        weights = directory / "model.safetensors"
+        if not weights.is_file():
+            raise FileNotFoundError(f"no model.safetensors in {directory}; the checkpoint is incomplete.")
+        state = load_file(weights, device=str(device))
+        try:
+            model.load_state_dict(state, strict=True)
+        except RuntimeError as e:
+            first = str(e).strip().splitlines()[1].strip() if "\n" in str(e) else str(e)
+            raise ValueError(
+                f"the weights in {weights} do not fit its config.json ({first}); the files come from "
+                "different models: re-save the checkpoint or retrain."
+            ) from None
+        return model.to(device)

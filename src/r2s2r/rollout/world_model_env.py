@@ -1,0 +1,153 @@
+"""The world model as a batched environment: `reset(initial observations)`, `step(actions)`.
+
+Policies run unchanged against it: observations come back with LeRobot keys at the resolution of the
+observations the env was reset with (imagined frames are resized up from the model's resolution), and
+`step` takes one 14-D action per env per control step, as in the reference world. The model imagines a
+new frame every `frame_stride` control steps (10 Hz over 50 Hz control): between frames the observation
+holds and the actions are collected into the chunk that conditions the next frame. A full chunk
+(B, stride, A) may also be given at once.
+
+Each imagined step returns the judge's staged reward and success read from the imagined frames, the
+state-dynamics head's proprio, object state, reward and success, and an uncertainty (ensemble
+disagreement of the head, in normalized units). The env never calls MuJoCo.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.rollout.sampler import FrameSampler
+
+
+class WorldModelEnv:
+    def __init__(
+        self,
+        model: WorldModel,
+        num_envs: int,
+        device: str | torch.device = "cpu",
+        sampling_steps: int | None = None,
+        seed: int = 0,
+    ):
+        self.model = model.to(device).eval()
+        self.cfg = model.config
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        self.sampler = FrameSampler(self.model, sampling_steps)
+        self.generator = torch.Generator(self.device).manual_seed(seed)
+        self.seed = seed
+        self.output_size: tuple[int, int] | None = None
+        self._pending: list[torch.Tensor] = []  # actions of the chunk being collected, each (B,A)
+
+    # ------------------------------------------------------------------ helpers
+    def _model_frames(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """(B,V,3,h,w) in [-1,1] from LeRobot-keyed images (B,3,H,W) in [0,1]."""
+        missing = [k for k in self.cfg.camera_keys if k not in obs]
+        if missing:
+            raise KeyError(
+                f"reset observation lacks {missing}; the world model needs {self.cfg.camera_keys}."
+            )
+        batch = {k: obs[k][:, None].to(self.device, torch.float32) for k in self.cfg.camera_keys}
+        return self.model.frames(batch)[:, 0]
+
+    def _observation(self) -> dict[str, torch.Tensor]:
+        frame = self.context[:, -1]  # (B,V,3,h,w) the newest frame
+        B, V = frame.shape[:2]
+        images = F.interpolate(
+            frame.flatten(0, 1), size=self.output_size, mode="bilinear", align_corners=False
+        )
+        images = ((images + 1) / 2).clamp(0, 1).reshape(B, V, 3, *self.output_size)
+        obs = {key: images[:, v] for v, key in enumerate(self.cfg.camera_keys)}
+        obs["observation.state"] = self.state
+        if self.cfg.env_state_dim:
+            obs["observation.environment_state"] = self.env_state
+        return obs
+
+    # ------------------------------------------------------------------ api
+    @torch.no_grad()
+    def reset(self, initial: dict[str, torch.Tensor], seed: int | None = None) -> dict[str, torch.Tensor]:
+        """Start `num_envs` imagined episodes from real observations: images (B,3,H,W) in [0,1], state (B,S)."""
+        state = initial["observation.state"].to(self.device, torch.float32)
+        if state.shape != (self.num_envs, self.cfg.state_dim):
+            raise ValueError(
+                f"observation.state has shape {tuple(state.shape)}, "
+                f"expected ({self.num_envs}, {self.cfg.state_dim})."
+            )
+        if seed is not None:
+            self.generator.manual_seed(seed)
+        self.output_size = tuple(initial[self.cfg.camera_keys[0]].shape[-2:])
+        frame = self._model_frames(initial)  # (B,V,3,h,w)
+        K = self.cfg.context_frames
+        self.context = frame[:, None].repeat(1, K, 1, 1, 1, 1)  # (B,K,V,3,h,w): the start, held still
+        norm_state = self.model.norm("state", state)
+        self.context_states = norm_state[:, None].repeat(1, K, 1)  # (B,K,S)
+        hold = state[:, None].expand(-1, self.cfg.frame_stride, -1)  # holding still = targets at the state
+        self.chunks = self.model.norm_chunks(hold)[:, None].repeat(1, K, 1)  # (B,K,C)
+        self.latent = self.model.state_head.encode(frame, norm_state)[:, None].repeat(1, self.cfg.ensemble, 1)
+        self.state = state
+        self.env_state = initial.get("observation.environment_state", torch.zeros(self.num_envs, 1))
+        self.env_state = self.env_state.to(self.device, torch.float32)
+        self._read(frame, self.model.state_head.decode(self.latent))
+        self._pending = []
+        self.t = 0
+        return self._observation()
+
+    @torch.no_grad()
+    def step(self, actions: torch.Tensor) -> tuple[dict, torch.Tensor, torch.Tensor, dict]:
+        """Apply (B,A) actions for one control step, or a full chunk (B,stride,A).
+
+        Returns (observation, reward, done, info). `reward`/`info["success"]` are the judge's reading of the
+        newest imagined frame; `info` also has the head's predictions, `uncertainty` (B,) and `imagined`
+        (whether this call produced a new frame).
+        """
+        actions = torch.as_tensor(actions, dtype=torch.float32, device=self.device)
+        A, stride = self.cfg.action_dim, self.cfg.frame_stride
+        if actions.shape == (self.num_envs, A):
+            self._pending.append(actions)
+        elif actions.shape == (self.num_envs, stride, A):
+            if self._pending:
+                raise ValueError("a full chunk was given while single actions were being collected.")
+            self._pending = list(actions.unbind(1))
+        else:
+            raise ValueError(
+                f"actions have shape {tuple(actions.shape)}; expected ({self.num_envs}, {A}) per control "
+                f"step or ({self.num_envs}, {stride}, {A}) per imagined frame."
+            )
+        if not torch.isfinite(actions).all():
+            raise ValueError("actions contain NaN or inf.")
+        self.t += 1 if actions.dim() == 2 else stride
+        imagined = len(self._pending) == stride
+        if imagined:
+            self._imagine(torch.stack(self._pending, dim=1))
+            self._pending = []
+        info = {"imagined": imagined, "success": self.success, "uncertainty": self.uncertainty, **self.head}
+        return self._observation(), self.reward, torch.zeros(self.num_envs, dtype=torch.bool), info
+
+    def _imagine(self, chunk: torch.Tensor) -> None:
+        """One model frame: sample every view, roll the state head, read the frame with the judge."""
+        model = self.model
+        norm_chunk = model.norm_chunks(chunk)  # (B,C)
+        chunks = torch.cat([self.chunks[:, 1:], norm_chunk[:, None]], dim=1)  # (B,K,C)
+        frame = self.sampler.sample(self.context, chunks, self.context_states, generator=self.generator)
+        self.latent = model.state_head.step(self.latent, norm_chunk)  # (B,M,L)
+        decoded = model.state_head.decode(self.latent)
+        norm_state = decoded["state"].mean(dim=1)  # (B,S)
+        self.state = model.unnorm("state", norm_state)
+        if self.cfg.env_state_dim:
+            self.env_state = model.unnorm("env", decoded["env_state"].mean(dim=1))
+        self._read(frame, decoded)
+        self.context = torch.cat([self.context[:, 1:], frame[:, None]], dim=1)
+        self.context_states = torch.cat([self.context_states[:, 1:], norm_state[:, None]], dim=1)
+        self.chunks = chunks
+
+    def _read(self, frame: torch.Tensor, decoded: dict[str, torch.Tensor]) -> None:
+        """Outcomes of the newest frame: the judge reads the pixels, the head its latent members (B,M,·)."""
+        reward_logits, success_logit = self.model.judge(frame)
+        self.reward = reward_logits.argmax(-1).float()  # (B,) staged reward
+        self.success = success_logit > 0  # (B,)
+        self.uncertainty = self.model.state_head.disagreement(decoded)  # (B,)
+        self.head = {
+            "head_reward": decoded["reward_logits"].softmax(-1).mean(1).argmax(-1).float(),
+            "head_success": decoded["success_logit"].sigmoid().mean(1) > 0.5,
+        }
