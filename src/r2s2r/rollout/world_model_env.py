@@ -67,7 +67,7 @@ class WorldModelEnv:
     # ------------------------------------------------------------------ api
     @torch.no_grad()
     def reset(self, initial: dict[str, torch.Tensor], seed: int | None = None) -> dict[str, torch.Tensor]:
-        """Start `num_envs` imagined episodes from real observations: images (B,3,H,W) in [0,1], state (B,S)."""
+        """Start imagined episodes from real observations: images (B,3,H,W) in [0,1], state (B,S)."""
         state = initial["observation.state"].to(self.device, torch.float32)
         if state.shape != (self.num_envs, self.cfg.state_dim):
             raise ValueError(
