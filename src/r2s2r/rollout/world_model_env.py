@@ -103,6 +103,8 @@ class WorldModelEnv:
         """
         actions = torch.as_tensor(actions, dtype=torch.float32, device=self.device)
         A, stride = self.cfg.action_dim, self.cfg.frame_stride
+        if not torch.isfinite(actions).all():
+            raise ValueError("actions contain NaN or inf; nothing was applied.")
         if actions.shape == (self.num_envs, A):
             self._pending.append(actions)
         elif actions.shape == (self.num_envs, stride, A):
@@ -114,8 +116,6 @@ class WorldModelEnv:
                 f"actions have shape {tuple(actions.shape)}; expected ({self.num_envs}, {A}) per control "
                 f"step or ({self.num_envs}, {stride}, {A}) per imagined frame."
             )
-        if not torch.isfinite(actions).all():
-            raise ValueError("actions contain NaN or inf.")
         self.t += 1 if actions.dim() == 2 else stride
         imagined = len(self._pending) == stride
         if imagined:

@@ -1,0 +1,109 @@
+"""The tiny world model on real clips from the project's own recorder: losses, gradients, checkpoints."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from r2s2r.data.reader import ClipConfig, ClipDataset
+from r2s2r.model.configuration_world_model import WorldModelConfig
+from r2s2r.model.modeling_world_model import WorldModel
+
+
+@pytest.fixture(scope="module")
+def clips(recorded):
+    return ClipDataset(ClipConfig(root=recorded[0].root, cameras=("top", "left_wrist"), future_frames=2))
+
+
+def _batch(clips, indices=(0, 17, 40, 66)):
+    items = [clips[i] for i in indices]
+    return {k: torch.stack([it[k] for it in items]) for k in items[0]}
+
+
+def _model(clips, **overrides):
+    torch.manual_seed(0)
+    model = WorldModel(WorldModelConfig.tiny(**overrides))
+    model.set_stats(clips.stats)
+    return model
+
+
+def test_loss_is_finite_and_every_parameter_learns(clips):
+    model = _model(clips)
+    batch = _batch(clips)
+    loss, logs = model(batch)
+    assert torch.isfinite(loss) and set(logs) == {"loss", "denoise", "state", "judge"}
+    assert logs["loss"] == pytest.approx(logs["denoise"] + logs["state"] + 0.5 * logs["judge"], rel=1e-5)
+    # DiT's zero-initialised output layer and adaLN-Zero gates make the denoiser the zero map at first:
+    # update 1 moves the output layer, update 2 the gates and modulations, and from then on every
+    # parameter must receive a gradient.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for _ in range(2):
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        loss = model(batch)[0]
+    loss.backward()
+    dead = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert dead == []
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_stats_are_taken_from_the_data(clips):
+    model = _model(clips)
+    torch.testing.assert_close(model.action_mean, clips.stats["action"]["mean"])
+    torch.testing.assert_close(model.state_std, clips.stats["observation.state"]["std"].clamp_min(1e-2))
+    raw = torch.randn(4, 14)
+    torch.testing.assert_close(model.unnorm("state", model.norm("state", raw)), raw)
+
+
+def test_save_load_is_exact(clips, tmp_path):
+    model = _model(clips)
+    path = model.save_pretrained(tmp_path / "ckpt")
+    assert sorted(p.name for p in path.iterdir()) == ["config.json", "model.safetensors"]
+    loaded = WorldModel.from_pretrained(path)
+    for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+    batch = _batch(clips)
+    torch.manual_seed(3)
+    expected = model(batch)[0]
+    torch.manual_seed(3)
+    assert torch.equal(loaded(batch)[0], expected)
+    model.save_pretrained(path)  # overwriting an existing checkpoint is atomic and leaves no temp dirs
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+
+
+def test_checkpoint_from_another_config_is_refused(clips, tmp_path):
+    path = _model(clips).save_pretrained(tmp_path / "ckpt")
+    with pytest.raises(ValueError, match=r"another config \(width: checkpoint 32 vs requested 64"):
+        WorldModel.from_pretrained(path, config=WorldModelConfig.tiny(width=64))
+    config = json.loads((path / "config.json").read_text())
+    config["depth"] = 3  # weights of a 2-block model under a 3-block config
+    (path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="do not fit its config.json"):
+        WorldModel.from_pretrained(path)
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        WorldModel.from_pretrained(tmp_path)
+
+
+def test_bad_configs():
+    with pytest.raises(ValueError, match="image_height=30 is not a multiple of patch_size=8"):
+        WorldModelConfig.tiny(image_height=30)
+    with pytest.raises(ValueError, match="width=30 must be divisible by heads=4"):
+        WorldModelConfig.tiny(width=30, heads=4)
+
+
+def test_missing_camera_in_batch(clips):
+    model = _model(clips, cameras=("top", "right_wrist"))
+    batch = _batch(clips)
+    with pytest.raises(KeyError, match="no 'observation.images.right_wrist'"):
+        model(batch)
+
+
+def test_presets_grow():
+    sizes = [
+        sum(p.numel() for p in WorldModel(getattr(WorldModelConfig, n)()).parameters())
+        for n in ("tiny", "small")
+    ]
+    assert sizes[0] < 200_000 < 2_000_000 < sizes[1] < 10_000_000
