@@ -13,7 +13,7 @@ from draccus.argparsing import ArgumentParser
 from draccus.utils import ParsingError
 
 T = TypeVar("T")
-USER_ERRORS = (ValueError, FileNotFoundError, RuntimeError, TypeError, KeyError)
+USER_ERRORS = (ValueError, FileNotFoundError, RuntimeError, TypeError, KeyError, FloatingPointError)
 
 
 def run(

@@ -1,0 +1,217 @@
+"""Train the world model: one `train(cfg)` on accelerate (CPU, one GPU, or several via `accelerate launch`).
+
+    setup (data, model with the data's normalization stats, AdamW + cosine schedule, EMA, accelerate)
+    loop:  batch -> train_step (accumulate, autocast, backward, clip, step) -> log -> save every N
+    finish: a last checkpoint whose `pretrained_model/` is what the rest of r2s2r loads
+
+The sample order is a pure function of (seed, step), and checkpoints hold the optimizer, scheduler, EMA
+and RNG state, so `--resume` continues the same run bit for bit on the same machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from r2s2r.data.reader import ClipConfig, ClipDataset
+from r2s2r.model.configuration_world_model import WorldModelConfig
+from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.training.checkpoint import load_checkpoint, save_checkpoint
+
+log = logging.getLogger(__name__)
+PRESETS = ("tiny", "small", "base")
+
+
+@dataclass
+class TrainConfig:
+    """A training run: data, model preset (with overrides), optimisation and checkpointing."""
+
+    output_dir: str = "outputs/train/world_model"  # checkpoints/ and logs go here
+    preset: str = "small"  # tiny (tests) | small (2-core CPU, ~1 h) | base (one GPU)
+    model: WorldModelConfig = field(default_factory=WorldModelConfig)  # --model.<field> overrides the preset
+    data: ClipConfig = field(default_factory=lambda: ClipConfig(future_frames=2))  # clips to train on
+    steps: int = 3000  # optimizer steps in total
+    batch_size: int = 8  # clips per step (per process)
+    grad_accum: int = 1  # micro-batches per optimizer step
+    lr: float = 3e-4  # peak learning rate (cosine decay after warmup)
+    warmup_steps: int = 100  # linear warmup
+    weight_decay: float = 0.01  # AdamW weight decay
+    grad_clip: float = 1.0  # max gradient norm
+    ema_decay: float = 0.999  # EMA of the weights, which is what checkpoints publish
+    num_workers: int = 2  # DataLoader processes decoding video
+    log_every: int = 50  # steps between log lines
+    save_every: int = 500  # steps between checkpoints
+    seed: int = 0  # data order and initialisation
+    resume: bool = False  # continue from <output_dir>/checkpoints/last
+    stop_after: int = 0  # if > 0, save and stop at this step (split a long run into jobs; resume later)
+    mixed_precision: str = "auto"  # auto (bf16 on CUDA, none on CPU) | no | bf16 | fp16
+    tensorboard: bool = False  # also log to <output_dir>/logs (needs tensorboard installed)
+
+    def __post_init__(self) -> None:
+        if self.preset not in PRESETS:
+            raise ValueError(f"preset='{self.preset}' must be one of {PRESETS}.")
+        if self.preset != "small":  # fields left at the small defaults take the preset's values
+            given = {f.name: getattr(self.model, f.name) for f in fields(WorldModelConfig)}
+            defaults = WorldModelConfig().to_dict()
+            overrides = {k: v for k, v in given.items() if v != defaults.get(k, v) and k != "cameras"}
+            if self.model.cameras != WorldModelConfig().cameras:
+                overrides["cameras"] = self.model.cameras
+            self.model = getattr(WorldModelConfig, self.preset)(**overrides)
+        self.data.cameras = self.model.cameras
+        self.data.context_frames = self.model.context_frames
+        for name in ("steps", "batch_size", "grad_accum", "save_every", "log_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be >= 1.")
+
+
+class StepSampler(torch.utils.data.Sampler):
+    """Sample indices as a pure function of (seed, position): epoch e is permutation(seed + e).
+
+    Starting at `start_batch` replays exactly the batches a run that never stopped would have seen.
+    """
+
+    def __init__(
+        self, size: int, batch_size: int, seed: int, start_batch: int = 0, rank: int = 0, world: int = 1
+    ):
+        self.size, self.batch_size, self.seed, self.start = size, batch_size, seed, start_batch
+        self.rank, self.world = rank, world
+        self.per_epoch = size // (batch_size * world)
+        if self.per_epoch == 0:
+            raise ValueError(
+                f"{size} clips are fewer than one batch of {batch_size * world}; record more data."
+            )
+
+    def __iter__(self):
+        batch = self.start
+        while True:
+            epoch, offset = divmod(batch, self.per_epoch)
+            order = np.random.default_rng(self.seed + epoch).permutation(self.size)
+            share = order[self.rank :: self.world]
+            yield from share[offset * self.batch_size : self.per_epoch * self.batch_size].tolist()
+            batch = (epoch + 1) * self.per_epoch
+
+
+def _accelerator(cfg: TrainConfig):
+    from accelerate import Accelerator
+
+    precision = cfg.mixed_precision
+    if precision == "auto":
+        precision = "bf16" if torch.cuda.is_available() else "no"
+    return Accelerator(
+        mixed_precision=precision,
+        gradient_accumulation_steps=cfg.grad_accum,
+        log_with="tensorboard" if cfg.tensorboard else None,
+        project_dir=cfg.output_dir,
+    )
+
+
+def train(cfg: TrainConfig) -> Path:
+    """Train (or resume) and return the last checkpoint's `pretrained_model` directory."""
+    from diffusers.optimization import get_cosine_schedule_with_warmup
+    from diffusers.training_utils import EMAModel
+
+    output = Path(cfg.output_dir)
+    accelerator = _accelerator(cfg)
+    torch.manual_seed(cfg.seed)
+    dataset = ClipDataset(cfg.data)
+    if dataset.stride != cfg.model.frame_stride:
+        raise ValueError(
+            f"data.frame_rate={cfg.data.frame_rate} Hz gives a stride of {dataset.stride} control steps but "
+            f"the model expects frame_stride={cfg.model.frame_stride}; "
+            f"set --data.frame_rate={dataset.fps // cfg.model.frame_stride}."
+        )
+    model = WorldModel(cfg.model)
+    model.set_stats(dataset.stats)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = get_cosine_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.steps)
+    ema = EMAModel(model.parameters(), decay=cfg.ema_decay)
+    start = 0
+    last = output / "checkpoints" / "last"
+    if cfg.resume:
+        if not last.exists():
+            raise FileNotFoundError(f"--resume: no checkpoint at {last}; train without --resume first.")
+        start = load_checkpoint(last, model, optimizer, scheduler, ema)
+        log.info("resumed from %s at step %d", last.resolve(), start)
+    elif last.exists():
+        raise ValueError(
+            f"{output} already holds a run; pass --resume to continue it or pick a new --output_dir."
+        )
+
+    sampler = StepSampler(len(dataset), cfg.batch_size, cfg.seed, start * cfg.grad_accum,
+                          accelerator.process_index, accelerator.num_processes)  # fmt: skip
+    loader = torch.utils.data.DataLoader(
+        dataset,
+        batch_size=cfg.batch_size,
+        sampler=sampler,
+        num_workers=cfg.num_workers,
+        drop_last=True,
+        persistent_workers=cfg.num_workers > 0,
+        generator=torch.Generator().manual_seed(cfg.seed),
+    )  # fmt: skip  (its own generator: the global RNG, saved in checkpoints, is the model's alone)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    ema.to(accelerator.device)
+    if cfg.tensorboard:
+        accelerator.init_trackers("r2s2r", config=_flat(cfg))
+    log.info("training %s (%.2f M parameters) on %d clips, %s", cfg.preset, _millions(model), len(dataset),
+             accelerator.device)  # fmt: skip
+
+    batches = iter(loader)
+    bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc="train", unit="step",
+               disable=not accelerator.is_main_process)  # fmt: skip
+    seen, tic = 0, time.perf_counter()
+    for step in bar:
+        for _ in range(cfg.grad_accum):
+            logs = train_step(accelerator, model, optimizer, next(batches), cfg.grad_clip)
+            seen += cfg.batch_size * accelerator.num_processes
+        scheduler.step()
+        ema.step(accelerator.unwrap_model(model).parameters())
+        if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
+            logs.update(lr=scheduler.get_last_lr()[0], samples_per_s=seen / (time.perf_counter() - tic))
+            bar.set_postfix(loss=f"{logs['loss']:.4f}")
+            accelerator.log(logs, step=step + 1)
+            log.info("step %d: %s", step + 1, " ".join(f"{k}={v:.4g}" for k, v in logs.items()))
+        stop = step + 1 == cfg.steps or step + 1 == cfg.stop_after
+        if accelerator.is_main_process and ((step + 1) % cfg.save_every == 0 or stop):
+            save_checkpoint(output, step + 1, accelerator.unwrap_model(model), optimizer, scheduler, ema)
+        if stop:
+            break
+    accelerator.end_training()
+    return (output / "checkpoints" / "last" / "pretrained_model").resolve()
+
+
+def train_step(accelerator, model, optimizer, batch: dict, grad_clip: float) -> dict[str, float]:
+    """One micro-batch: forward under autocast, backward, and (at accumulation boundaries) clip and step."""
+    with accelerator.accumulate(model), accelerator.autocast():
+        batch = {k: v.to(accelerator.device, non_blocking=True) for k, v in batch.items()}
+        loss, logs = model(batch)
+        if not math.isfinite(logs["loss"]):
+            raise FloatingPointError(
+                f"loss became {logs['loss']}; lower --lr or check the data for outliers."
+            )
+        accelerator.backward(loss)
+        if accelerator.sync_gradients:
+            logs["grad_norm"] = float(accelerator.clip_grad_norm_(model.parameters(), grad_clip))
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return logs
+
+
+def _millions(model) -> float:
+    return sum(p.numel() for p in model.parameters()) / 1e6
+
+
+def _flat(cfg: TrainConfig) -> dict:
+    out = {}
+    for key, value in asdict(cfg).items():
+        if isinstance(value, dict):
+            out.update({f"{key}.{k}": str(v) for k, v in value.items()})
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,72 @@
+"""train(): the tiny preset on real clips; checkpoints, exact resume, refused mismatches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.training.train import TrainConfig, train
+
+
+def _cfg(recorded, out, **overrides):
+    settings = dict(steps=6, batch_size=4, save_every=3, log_every=2, num_workers=0, warmup_steps=2)
+    cfg = TrainConfig(output_dir=str(out), preset="tiny", **{**settings, **overrides})
+    cfg.data.root = recorded[0].root
+    return cfg
+
+
+def test_tiny_run_writes_loadable_checkpoints(recorded, tmp_path):
+    final = train(_cfg(recorded, tmp_path / "run"))
+    checkpoints = tmp_path / "run" / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["0000003", "0000006", "last"]
+    assert final == (checkpoints / "0000006" / "pretrained_model").resolve()
+    model = WorldModel.from_pretrained(final)
+    assert model.config.cameras == ("top", "left_wrist") and model.config.width == 32  # tiny preset
+    assert torch.count_nonzero(model.action_std - 1) > 0  # the data's stats travel with the weights
+
+
+def test_resume_is_exact(recorded, tmp_path):
+    straight = train(_cfg(recorded, tmp_path / "straight"))
+    first = train(_cfg(recorded, tmp_path / "split", stop_after=3))
+    assert first.parent.name == "0000003"
+    resumed = train(_cfg(recorded, tmp_path / "split", resume=True))
+    assert resumed.parent.name == "0000006"
+    a = load_file(straight.parent / "training_state" / "model.safetensors")
+    b = load_file(resumed.parent / "training_state" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)  # same batches, same noise, same optimizer moments
+    ema_a = load_file(straight / "model.safetensors")
+    ema_b = load_file(resumed / "model.safetensors")
+    assert all(torch.equal(ema_a[k], ema_b[k]) for k in ema_a)
+
+
+def test_existing_run_needs_resume_and_resume_needs_a_run(recorded, tmp_path):
+    train(_cfg(recorded, tmp_path / "run", steps=2, save_every=2))
+    with pytest.raises(ValueError, match="already holds a run; pass --resume"):
+        train(_cfg(recorded, tmp_path / "run", steps=2))
+    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
+        train(_cfg(recorded, tmp_path / "empty", resume=True))
+
+
+def test_resume_with_another_model_is_refused(recorded, tmp_path):
+    train(_cfg(recorded, tmp_path / "run", steps=2, save_every=2))
+    cfg = _cfg(recorded, tmp_path / "run", steps=4, resume=True)
+    cfg.model.width, cfg.model.heads = 64, 2
+    with pytest.raises(ValueError, match="trained with another model config"):
+        train(cfg)
+
+
+def test_frame_rate_must_match_the_model(recorded, tmp_path):
+    cfg = _cfg(recorded, tmp_path / "run")
+    cfg.data.frame_rate = 25
+    with pytest.raises(ValueError, match="set --data.frame_rate=10"):
+        train(cfg)
+
+
+def test_presets_and_overrides():
+    assert TrainConfig(preset="tiny").model.width == 32
+    cfg = TrainConfig(preset="tiny", model=TrainConfig().model.__class__(depth=3))
+    assert (cfg.model.width, cfg.model.depth) == (32, 3)  # a flag given with a preset overrides it
+    with pytest.raises(ValueError, match="preset='huge' must be one of"):
+        TrainConfig(preset="huge")
