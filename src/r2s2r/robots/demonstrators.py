@@ -128,6 +128,8 @@ PRESETS: dict[str, dict] = {
     ),
 }
 # fmt: on
+# skill="mix": the preset of each episode is drawn with these weights, for world-model training data.
+MIX = {"nominal": 0.3, "noisy": 0.2, "retrying": 0.15, "sloppy": 0.15, "hesitant": 0.1, "rushed": 0.1}
 
 
 class _TransferScript:
@@ -337,8 +339,15 @@ class ScriptedDemonstrator:
     `observation.state` (B,14) and `observation.environment_state` (B,7) and ignores images.
     """
 
-    def __init__(self, cfg: DemonstratorConfig, seed: int = 0, task: str = "transfer_cube"):
+    def __init__(
+        self,
+        cfg: DemonstratorConfig,
+        seed: int = 0,
+        task: str = "transfer_cube",
+        mix: dict[str, float] | None = None,
+    ):
         self.cfg, self.seed, self.task = cfg, int(seed), task
+        self.mix = mix  # preset -> probability: each episode draws its own skill level
         self.ik = BimanualIK()
         self.scripts: list[_TransferScript] | None = None
         self.name = f"demonstrator:{task}"
@@ -346,6 +355,14 @@ class ScriptedDemonstrator:
     def reset(self) -> None:
         """Forget the running episodes; the next `select_action` plans new ones from its observation."""
         self.scripts = None
+
+    def episode_config(self, rng: np.random.Generator) -> DemonstratorConfig:
+        """This episode's knobs: the fixed ones, or a preset drawn from `mix` with the episode's generator."""
+        if not self.mix:
+            return self.cfg
+        names = list(self.mix)
+        weights = np.array([self.mix[n] for n in names], dtype=float)
+        return DemonstratorConfig(**PRESETS[names[rng.choice(len(names), p=weights / weights.sum())]])
 
     def episode_rng(self, env_state: np.ndarray) -> np.random.Generator:
         """The random generator of one episode: a function of `seed` and its initial object pose only."""
@@ -367,7 +384,7 @@ class ScriptedDemonstrator:
         if self.scripts is None:
             rngs = [self.episode_rng(e) for e in env_state]  # from the float32 bytes the world reported
             self.scripts = [
-                _TransferScript(self.cfg, rng, self.ik, st, e)
+                _TransferScript(self.episode_config(rng), rng, self.ik, st, e)
                 for rng, st, e in zip(rngs, state64, env64, strict=True)
             ]
         elif len(self.scripts) != len(state):
@@ -389,8 +406,12 @@ def make_demonstrator(
     """
     if task != "transfer_cube":
         raise ValueError(f"task='{task}' has no scripted demonstrator yet; only 'transfer_cube' does.")
+    if skill == "mix":  # every episode draws its preset: data with successes, failures and recoveries
+        if knobs:
+            raise ValueError("skill='mix' draws whole presets per episode; it takes no knobs.")
+        return ScriptedDemonstrator(DemonstratorConfig(), seed=seed, task=task, mix=MIX)
     if skill not in PRESETS:
-        raise ValueError(f"skill='{skill}' is not a preset; choose one of {', '.join(PRESETS)}.")
+        raise ValueError(f"skill='{skill}' is not a preset; choose one of {', '.join(PRESETS)} or 'mix'.")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed={seed!r} must be a whole number >= 0 (it seeds numpy's SeedSequence).")
     known = {f.name for f in fields(DemonstratorConfig)}
