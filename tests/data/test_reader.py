@@ -189,3 +189,18 @@ def test_nan_actions_name_the_episode_and_frame(tmp_path):
     root = _tabular_dataset(tmp_path / "nan", nan_at=(1, 12))
     with pytest.raises(ValueError, match=r"episode 1 frame 12 of .* has NaN/inf in 'action'"):
         ClipDataset(ClipConfig(root=root))
+
+
+def test_whole_episode_as_one_clip(recorded):
+    cfg, _ = recorded
+    ds = ClipDataset(ClipConfig(root=cfg.root, cameras=("top",)))
+    assert ds.episode_length(1) == EPISODE_LENGTH
+    episode = ds.episode(1)
+    assert episode["frame_index"].tolist() == list(range(0, EPISODE_LENGTH, 5))  # 0, 5, ..., 45
+    assert episode["observation.images.top"].shape == (10, 3, 48, 64)
+    assert episode["action"].shape == (9, 5, 14)
+    table = _table(cfg.root)
+    np.testing.assert_array_equal(episode["action"].reshape(-1, 14).numpy(), table["action"][50:95])
+    np.testing.assert_array_equal(episode["observation.state"][-1].numpy(), table["observation.state"][95])
+    with pytest.raises(ValueError, match="episode 7 is not among"):
+        ds.episode(7)

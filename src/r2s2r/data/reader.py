@@ -229,8 +229,23 @@ class ClipDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, idx: int) -> dict[str, torch.Tensor]:
         k, start = self._locate(idx)
-        ep = self.episodes[k]
-        T, K = self.cfg.clip_length, self.stride
+        return self._clip(k, start, self.cfg.clip_length)
+
+    def episode_length(self, ep: int) -> int:
+        """Control steps (frames at the dataset's rate) of episode `ep`."""
+        k = self.episodes.index(ep)
+        return int(self._cum[k + 1] - self._cum[k]) + (self.cfg.clip_length - 1) * self.stride
+
+    def episode(self, ep: int) -> dict[str, torch.Tensor]:
+        """Episode `ep` as one long clip: every model frame from its first, with all chunks between them."""
+        if ep not in self.episodes:
+            raise ValueError(f"episode {ep} is not among the episodes read from {self.root}.")
+        frames = (self.episode_length(ep) - 1) // self.stride + 1
+        return self._clip(self.episodes.index(ep), 0, frames)
+
+    def _clip(self, k: int, start: int, T: int) -> dict[str, torch.Tensor]:
+        """T frames of kept episode `k` from frame `start`, `stride` control steps apart."""
+        ep, K = self.episodes[k], self.stride
         frames = start + K * np.arange(T)  # (T,) frame indices within the episode
         rows = self._row0[k] + frames
         sample: dict[str, torch.Tensor] = {}
@@ -251,7 +266,7 @@ class ClipDataset(torch.utils.data.Dataset):
             if key in self.data:
                 sample[key] = torch.from_numpy(self.data[key][label_rows])
         if "next.success" in self.data:
-            ep_rows = self._row0[k] + np.arange(self._cum[k + 1] - self._cum[k] + (T - 1) * K)
+            ep_rows = self._row0[k] + np.arange(self.episode_length(ep))
             sample["episode_success"] = torch.tensor(bool(self.data["next.success"][ep_rows].any()))
         sample["episode_index"] = torch.tensor(ep)
         sample["frame_index"] = torch.from_numpy(frames)
