@@ -1,0 +1,177 @@
+"""Train the `small` world model on the CPU from freshly recorded data, then score it open-loop.
+
+1. record (or finish recording) the training set (mixed-skill demonstrators, ID and OOD cubes) and a
+   held-out set with other seeds, through `r2s2r.data.recorder` (resumable: a re-run reuses them),
+2. train `small` with `r2s2r.training.train` (resumable),
+3. replay the held-out episodes open-loop: PSNR/SSIM per view at 1/3/6 s vs copy-last-frame, object error,
+   outcome agreement, ID and OOD,
+4. check the judge on real held-out frames (staged-reward accuracy, success F1) and that the state head's
+   uncertainty is higher for actions unlike the data (random actions) than for the logged ones.
+Prints a table and writes benchmarks/results/train_small.json.
+
+Usage:
+    python benchmarks/train_small.py                          # ~1.5 h recording + ~1 h training on 2 cores
+    python benchmarks/train_small.py --train_episodes 40 --steps 300    # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's GL)
+from common import machine_info, print_table, write_json  # noqa: E402
+
+# isort: split
+from r2s2r.data.reader import ClipConfig, ClipDataset  # noqa: E402
+from r2s2r.data.recorder import RecordConfig, record  # noqa: E402
+from r2s2r.eval.openloop import OpenLoopConfig, evaluate_openloop  # noqa: E402
+from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
+from r2s2r.robots.aloha import WorldConfig  # noqa: E402
+from r2s2r.rollout.policy import PolicyConfig  # noqa: E402
+from r2s2r.training.train import TrainConfig, train  # noqa: E402
+
+
+def record_sets(root: Path, train_episodes: int, heldout_episodes: int) -> dict:
+    timings = {}
+    for name, episodes, seed in (("heldout", heldout_episodes, 200), ("train", train_episodes, 100)):
+        cfg = RecordConfig(
+            root=str(root / name), num_episodes=episodes, distribution="mixed", seed=seed, workers=2,
+            world=WorldConfig(num_envs=4), policy=PolicyConfig(kwargs={"skill": "mix"}),
+        )  # fmt: skip
+        summary = record(cfg)
+        timings[name] = {"episodes": summary.num_episodes, "successes": summary.successes,
+                         "seconds_this_run": summary.seconds}  # fmt: skip
+    return timings
+
+
+@torch.no_grad()
+def judge_on_real(model: WorldModel, heldout: Path) -> dict:
+    """The judge on every real held-out frame: staged-reward accuracy and success precision/recall/F1."""
+    ds = ClipDataset(ClipConfig(root=str(heldout), cameras=model.config.cameras, context_frames=1))
+    correct = total = tp = fp = fn = 0
+    for ep in ds.episodes:
+        episode = ds.episode(ep)
+        frames = model.frames({k: episode[k][None] for k in model.config.camera_keys})[0, 1:]  # (T-1,V,3,h,w)
+        reward_logits, success_logit = model.judge(frames)
+        reward = episode["next.reward"].long()
+        correct += int((reward_logits.argmax(-1) == reward).sum())
+        total += len(reward)
+        pred, real = success_logit > 0, episode["next.success"].bool()
+        tp, fp, fn = (
+            tp + int((pred & real).sum()),
+            fp + int((pred & ~real).sum()),
+            fn + int((~pred & real).sum()),
+        )
+    precision = tp / max(tp + fp, 1)
+    recall = tp / max(tp + fn, 1)
+    f1 = 2 * precision * recall / max(precision + recall, 1e-9)
+    return {
+        "frames": total,
+        "reward_accuracy": correct / total,
+        "success_precision": precision,
+        "success_recall": recall,
+        "success_f1": f1,
+    }
+
+
+@torch.no_grad()
+def uncertainty_check(model: WorldModel, heldout: Path, seed: int = 0) -> dict:
+    """State-head disagreement after 2 s of logged actions vs 2 s of uniformly random joint targets."""
+    from r2s2r.robots.spec import robot_spec
+
+    spec = robot_spec(model.config.robot)
+    ds = ClipDataset(ClipConfig(root=str(heldout), cameras=model.config.cameras, context_frames=1))
+    rng = np.random.default_rng(seed)
+    logged, random = [], []
+    lo, hi = np.array(spec.position_lower), np.array(spec.position_upper)
+    for ep in ds.episodes:
+        episode = ds.episode(ep)
+        frames = model.frames({k: episode[k][None, :1] for k in model.config.camera_keys})[:, 0]
+        latent = model.state_head.encode(frames, model.norm("state", episode["observation.state"][:1]))
+        noise = torch.tensor(rng.uniform(lo, hi, episode["action"][:20].shape), dtype=torch.float32)
+        for actions, store in ((episode["action"][:20], logged), (noise, random)):
+            z = latent
+            for chunk in actions:
+                z = model.state_head.step(z, model.norm_chunks(chunk[None]))
+            store.append(float(model.state_head.disagreement(model.state_head.decode(z))))
+    return {"logged_actions": float(np.mean(logged)), "random_actions": float(np.mean(random)),
+            "ratio": float(np.mean(random) / max(np.mean(logged), 1e-9))}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--root", default="outputs/bench", help="data, checkpoints and videos go here")
+    parser.add_argument("--train_episodes", type=int, default=240)
+    parser.add_argument("--heldout_episodes", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=2500)
+    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--out", default="benchmarks/results/train_small.json")
+    args = parser.parse_args()
+    root = Path(args.root)
+    payload = {"benchmark": "train_small", "machine": machine_info(), "args": vars(args)}
+
+    tic = time.perf_counter()
+    payload["data"] = record_sets(root / "data", args.train_episodes, args.heldout_episodes)
+    payload["data"]["seconds"] = time.perf_counter() - tic
+
+    cfg = TrainConfig(output_dir=str(root / "train_small"), preset="small", steps=args.steps,
+                      batch_size=args.batch_size, save_every=250, log_every=50, num_workers=2)  # fmt: skip
+    cfg.data.root = str(root / "data" / "train")
+    cfg.resume = (Path(cfg.output_dir) / "checkpoints" / "last").exists()
+    tic = time.perf_counter()
+    checkpoint = train(cfg)
+    seconds = time.perf_counter() - tic
+    payload["training"] = {"steps": args.steps, "batch_size": args.batch_size, "seconds_this_run": seconds,
+                           "checkpoint": str(checkpoint)}  # fmt: skip
+
+    ol = OpenLoopConfig(checkpoint=str(checkpoint), output_dir=str(root / "openloop_small"), videos=6)
+    ol.data.root = str(root / "data" / "heldout")
+    tic = time.perf_counter()
+    payload["openloop"] = evaluate_openloop(ol)["summary"]
+    payload["openloop_seconds"] = time.perf_counter() - tic
+    model = WorldModel.from_pretrained(checkpoint)
+    payload["judge_on_real"] = judge_on_real(model, root / "data" / "heldout")
+    payload["uncertainty"] = uncertainty_check(model, root / "data" / "heldout")
+    report(payload)
+    write_json(args.out, payload)
+
+
+def report(payload: dict) -> None:
+    rows = []
+    for split, entry in payload["openloop"].items():
+        for cam, by_h in entry["model"].items():
+            for h, m in by_h.items():
+                base = entry["copy_last"][cam][h]
+                gain = m["psnr"] - base["psnr"]
+                rows.append([split, cam, h, m["psnr"], base["psnr"], gain, m["ssim"], base["ssim"]])
+    header = ["split", "view", "horizon", "PSNR", "copy-last", "gain dB", "SSIM", "copy-last"]
+    print_table("Open-loop alignment on held-out episodes (model resolution)", header, rows)
+    rows = []
+    for split, e in payload["openloop"].items():
+        errors = "/".join(f"{100 * v:.1f}" for v in (e.get("object_error_m") or {}).values() if v is not None)
+        agreement, success = e.get("outcome_agreement") or 0, e.get("real_success_rate") or 0
+        rows.append([split, e["episodes"], 100 * agreement, 100 * success, errors])
+    header = ["split", "episodes", "agreement %", "logged success %", "object err 1s/3s/6s (cm)"]
+    print_table("Outcome agreement and object error", header, rows)
+    j, u = payload["judge_on_real"], payload["uncertainty"]
+    print(
+        f"\njudge on {j['frames']} real held-out frames: reward accuracy {100 * j['reward_accuracy']:.1f} %, "
+        f"success F1 {j['success_f1']:.3f}"
+    )
+    print(
+        f"state-head uncertainty after 2 s: logged actions {u['logged_actions']:.4f}, random actions "
+        f"{u['random_actions']:.4f} ({u['ratio']:.1f}x)"
+    )
+
+
+if __name__ == "__main__":
+    main()
