@@ -107,3 +107,15 @@ def test_presets_grow():
         for n in ("tiny", "small")
     ]
     assert sizes[0] < 200_000 < 2_000_000 < sizes[1] < 10_000_000
+
+
+def test_delta_parameterisation_round_trips():
+    model = WorldModel(WorldModelConfig.tiny(delta_scale=0.5))
+    last = torch.full((1, 2, 3, 32, 32), 0.2)
+    frame = torch.full((1, 2, 3, 32, 32), -0.1)
+    target = model.denoise_target(frame, last)
+    assert torch.allclose(target, torch.full_like(target, -0.6))  # (-0.1 - 0.2) / 0.5
+    assert torch.allclose(model.frame_from_target(target, last), frame)
+    assert torch.equal(model.frame_from_target(torch.zeros_like(target), last), last)  # zero change: copy
+    direct = WorldModel(WorldModelConfig.tiny(predict_delta=False))
+    assert torch.equal(direct.denoise_target(frame, last), frame)

@@ -35,6 +35,8 @@ class WorldModelConfig:
     heads: int = 6  # attention heads
     mlp_ratio: float = 4.0  # hidden size of each block's MLP, as a multiple of width
     context_noise: float = 0.1  # max noise level put on context frames in training (robust rollouts)
+    predict_delta: bool = True  # denoise the change from the last context frame: standing still is free
+    delta_scale: float = 0.25  # the change (pixels in [-1,1]) is divided by this so its spread is near 1
     sampling_steps: int = 6  # flow-matching Euler steps per imagined frame
     latent_dim: int = 128  # state-dynamics head: size of the compact latent
     head_hidden: int = 256  # state-dynamics head: hidden width of its MLPs

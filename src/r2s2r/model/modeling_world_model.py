@@ -3,7 +3,9 @@
 `forward(batch) -> (loss, logs)` takes a batch of `ClipDataset` samples (K context frames and at least one
 future frame per view, the action chunks between them, proprio and labels) and returns the sum of
   - the denoiser's flow-matching loss on one future frame of every view (rectified flow, logit-normal
-    noise levels, context frames noised a little so that imagined context does not derail rollouts),
+    noise levels, context frames noised a little so that imagined context does not derail rollouts);
+    by default it generates the frame's change from the last context frame, so that predicting "nothing
+    moves" (copy-last-frame) costs nothing and capacity goes to what the actions change,
   - the state-dynamics head's loss over the whole clip, unrolled from the first frame through every chunk,
   - the judge's loss on the real frames' staged reward and success.
 Normalization statistics live in the model (buffers saved with the weights), so a checkpoint carries
@@ -95,7 +97,7 @@ class WorldModel(nn.Module):
         if T <= K:
             raise ValueError(f"clips have {T} frames; the model needs context_frames={K} plus at least one.")
         j = int(torch.randint(K, T, (1,)))  # which future frame to predict (its K predecessors are context)
-        x0 = frames[:, j]  # (B,V,3,h,w)
+        x0 = self.denoise_target(frames[:, j], frames[:, j - 1])  # (B,V,3,h,w)
         sigma = torch.sigmoid(torch.randn(B, device=x0.device))  # logit-normal levels, as SD3
         noise = torch.randn_like(x0)
         noisy = (1 - sigma.view(B, 1, 1, 1, 1)) * x0 + sigma.view(B, 1, 1, 1, 1) * noise
@@ -108,7 +110,20 @@ class WorldModel(nn.Module):
         )
         return F.mse_loss(velocity, noise - x0)
 
-    def state_loss(self, frames, states, chunks, batch) -> torch.Tensor:
+    def denoise_target(self, frame: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+        """What the denoiser generates for `frame`: the frame, or its scaled change from `last`."""
+        if self.config.predict_delta:
+            return (frame - last) / self.config.delta_scale
+        return frame
+
+    def frame_from_target(self, target: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+        """Inverse of `denoise_target`: a frame in [-1,1]."""
+        frame = last + target * self.config.delta_scale if self.config.predict_delta else target
+        return frame.clamp(-1, 1)
+
+    def state_loss(
+        self, frames: torch.Tensor, states: torch.Tensor, chunks: torch.Tensor, batch: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
         """The head rolls from frame 0 through every chunk; every member is scored at every frame."""
         head = self.state_head
         latent = head.encode(frames[:, 0], states[:, 0])  # (B,L)

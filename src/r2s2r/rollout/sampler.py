@@ -47,4 +47,4 @@ class FrameSampler:
             sigma = self.scheduler.sigmas[i].to(context.dtype).expand(B)
             velocity = self.model.denoiser(x, sigma, context, clean, chunks, states)
             x = self.scheduler.step(velocity, t, x).prev_sample
-        return x.clamp(-1, 1)
+        return self.model.frame_from_target(x, context[:, -1])
