@@ -12,7 +12,7 @@ export MUJOCO_GL ?= egl
 $(STAMP): pyproject.toml requirements/lock.txt tools/install_system_deps.sh
 	./tools/install_system_deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -r requirements/lock.txt
+	DS_BUILD_OPS=0 $(BIN)/pip install -q --disable-pip-version-check -r requirements/lock.txt
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps lerobot==0.4.4 -e .
 	touch $(STAMP)
 

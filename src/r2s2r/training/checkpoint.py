@@ -40,18 +40,36 @@ def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict) -> dict:
     return {"state": state, "param_groups": meta["param_groups"]}
 
 
-def save_checkpoint(output_dir: Path, step: int, model, optimizer, scheduler, ema) -> Path:
-    """Write checkpoint `step` (EMA model + full training state) and point `last` at it."""
+def _is_deepspeed(accelerator) -> bool:
+    return accelerator is not None and accelerator.state.deepspeed_plugin is not None
+
+
+def save_checkpoint(output_dir: Path, step: int, model, optimizer, scheduler, ema, accelerator=None) -> Path:
+    """Write checkpoint `step` (EMA model + full training state) and point `last` at it.
+
+    Call it on every process: under DeepSpeed the sharded optimizer state is written by all ranks in
+    DeepSpeed's own format (`training_state/deepspeed/`); everything else is written by the main process.
+    """
     root = Path(output_dir) / "checkpoints"
     final = root / f"{step:07d}"
     tmp = root / f".{step:07d}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "training_state").mkdir(parents=True)
-
-    raw = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    save_file(raw, tmp / "training_state" / "model.safetensors")
-    tensors, meta = _flatten_optimizer(optimizer.state_dict())
-    save_file(tensors, tmp / "training_state" / "optimizer.safetensors")
+    main = accelerator is None or accelerator.is_main_process
+    if main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        (tmp / "training_state").mkdir(parents=True)
+    if _is_deepspeed(accelerator):
+        accelerator.wait_for_everyone()
+        accelerator.save_state(str(tmp / "training_state" / "deepspeed"))
+        accelerator.wait_for_everyone()
+        model = accelerator.unwrap_model(model)
+    if not main:
+        return final
+    meta = None
+    if not _is_deepspeed(accelerator):
+        raw = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+        save_file(raw, tmp / "training_state" / "model.safetensors")
+        tensors, meta = _flatten_optimizer(optimizer.state_dict())
+        save_file(tensors, tmp / "training_state" / "optimizer.safetensors")
     ema_state = ema.state_dict()
     shadow = {f"{i}": p.detach().cpu().contiguous() for i, p in enumerate(ema_state.pop("shadow_params"))}
     save_file(shadow, tmp / "training_state" / "ema.safetensors")
@@ -74,8 +92,11 @@ def save_checkpoint(output_dir: Path, step: int, model, optimizer, scheduler, em
     return final
 
 
-def load_checkpoint(directory: Path, model, optimizer, scheduler, ema) -> int:
-    """Restore everything `save_checkpoint` wrote; returns the step to continue from."""
+def load_checkpoint(directory: Path, model, optimizer, scheduler, ema, accelerator=None) -> int:
+    """Restore everything `save_checkpoint` wrote; returns the step to continue from.
+
+    Under DeepSpeed call it after `accelerator.prepare`, on every process.
+    """
     directory = Path(directory).resolve()
     state_dir = directory / "training_state"
     if not (state_dir / "state.json").is_file():
@@ -84,16 +105,19 @@ def load_checkpoint(directory: Path, model, optimizer, scheduler, ema) -> int:
             "checkpoint written by r2s2r-train, or start without --resume."
         )
     state = json.loads((state_dir / "state.json").read_text())
-    try:
-        model.load_state_dict(load_file(state_dir / "model.safetensors"), strict=True)
-    except RuntimeError as e:
-        raise ValueError(
-            f"checkpoint {directory} was trained with another model config; resume with the config it was "
-            f"saved with ({directory / 'pretrained_model' / 'config.json'}). {str(e).splitlines()[0]}"
-        ) from None
-    optimizer.load_state_dict(
-        _unflatten_optimizer(load_file(state_dir / "optimizer.safetensors"), state["optimizer"])
-    )
+    if _is_deepspeed(accelerator):
+        accelerator.load_state(str(state_dir / "deepspeed"))
+    else:
+        try:
+            model.load_state_dict(load_file(state_dir / "model.safetensors"), strict=True)
+        except RuntimeError as e:
+            raise ValueError(
+                f"checkpoint {directory} was trained with another model config; resume with the config it "
+                f"was saved with ({directory / 'pretrained_model' / 'config.json'}). {str(e).splitlines()[0]}"
+            ) from None
+        optimizer.load_state_dict(
+            _unflatten_optimizer(load_file(state_dir / "optimizer.safetensors"), state["optimizer"])
+        )
     scheduler.load_state_dict(state["scheduler"])
     shadow = load_file(state_dir / "ema.safetensors")
     ema.load_state_dict({**state["ema"], "shadow_params": [shadow[f"{i}"] for i in range(len(shadow))]})

@@ -132,17 +132,21 @@ def train(cfg: TrainConfig) -> Path:
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = get_cosine_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.steps)
     ema = EMAModel(model.parameters(), decay=cfg.ema_decay)
-    start = 0
     last = output / "checkpoints" / "last"
-    if cfg.resume:
-        if not last.exists():
-            raise FileNotFoundError(f"--resume: no checkpoint at {last}; train without --resume first.")
-        start = load_checkpoint(last, model, optimizer, scheduler, ema)
-        log.info("resumed from %s at step %d", last.resolve(), start)
-    elif last.exists():
+    if cfg.resume and not last.exists():
+        raise FileNotFoundError(f"--resume: no checkpoint at {last}; train without --resume first.")
+    if not cfg.resume and last.exists():
         raise ValueError(
             f"{output} already holds a run; pass --resume to continue it or pick a new --output_dir."
         )
+    if accelerator.state.deepspeed_plugin is not None:  # DeepSpeed sizes its buffers from the micro-batch
+        accelerator.state.deepspeed_plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = cfg.batch_size
+    model, optimizer = accelerator.prepare(model, optimizer)
+    ema.to(accelerator.device)
+    start = 0
+    if cfg.resume:
+        start = load_checkpoint(last, accelerator.unwrap_model(model), optimizer, scheduler, ema, accelerator)
+        log.info("resumed from %s at step %d", last.resolve(), start)
 
     sampler = StepSampler(len(dataset), cfg.batch_size, cfg.seed, start * cfg.grad_accum,
                           accelerator.process_index, accelerator.num_processes)  # fmt: skip
@@ -153,10 +157,10 @@ def train(cfg: TrainConfig) -> Path:
         num_workers=cfg.num_workers,
         drop_last=True,
         persistent_workers=cfg.num_workers > 0,
-        generator=torch.Generator().manual_seed(cfg.seed),
-    )  # fmt: skip  (its own generator: the global RNG, saved in checkpoints, is the model's alone)
-    model, optimizer = accelerator.prepare(model, optimizer)
-    ema.to(accelerator.device)
+        generator=torch.Generator().manual_seed(
+            cfg.seed
+        ),  # the global RNG, saved in checkpoints, is the model's
+    )
     if cfg.tensorboard:
         accelerator.init_trackers("r2s2r", config=_flat(cfg))
     log.info("training %s (%.2f M parameters) on %d clips, %s", cfg.preset, _millions(model), len(dataset),
@@ -178,8 +182,8 @@ def train(cfg: TrainConfig) -> Path:
             accelerator.log(logs, step=step + 1)
             log.info("step %d: %s", step + 1, " ".join(f"{k}={v:.4g}" for k, v in logs.items()))
         stop = step + 1 == cfg.steps or step + 1 == cfg.stop_after
-        if accelerator.is_main_process and ((step + 1) % cfg.save_every == 0 or stop):
-            save_checkpoint(output, step + 1, accelerator.unwrap_model(model), optimizer, scheduler, ema)
+        if (step + 1) % cfg.save_every == 0 or stop:
+            save_checkpoint(output, step + 1, model, optimizer, scheduler, ema, accelerator)
         if stop:
             break
     accelerator.end_training()
