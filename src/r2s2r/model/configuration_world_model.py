@@ -37,6 +37,7 @@ class WorldModelConfig:
     context_noise: float = 0.1  # max noise level put on context frames in training (robust rollouts)
     predict_delta: bool = True  # denoise the change from the last context frame: standing still is free
     delta_scale: float = 0.25  # the change (pixels in [-1,1]) is divided by this so its spread is near 1
+    data_std: float = 0.5  # typical spread of what is generated, for the denoiser's preconditioning
     sampling_steps: int = 6  # flow-matching Euler steps per imagined frame
     latent_dim: int = 128  # state-dynamics head: size of the compact latent
     head_hidden: int = 256  # state-dynamics head: hidden width of its MLPs

@@ -6,9 +6,9 @@ the past. Each frame's tokens are modulated (adaLN-Zero, as in DiT) by that fram
 its noise level, the action chunk that led into it and, for context frames, the proprio measured there.
 So actions condition every frame, not the clip as a whole.
 
-The network predicts the flow-matching velocity `noise - x0` of the target frame (rectified flow, the
-parameterisation of diffusers' `FlowMatchEulerDiscreteScheduler`); `rollout/sampler.py` integrates it.
-This module never loops over denoising steps.
+The network's output is turned into a denoised target by the world model's EDM-style preconditioning and
+from there into the flow-matching velocity `noise - x0` (rectified flow, the parameterisation of diffusers'
+`FlowMatchEulerDiscreteScheduler`); `rollout/sampler.py` integrates it. No denoising loop lives here.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ class MultiViewDenoiser(nn.Module):
         chunks: torch.Tensor,
         states: torch.Tensor,
     ) -> torch.Tensor:
-        """Flow-matching velocity of the target frame.
+        """The raw network output F for the target frame (see `WorldModel.precondition`).
 
         Args:
             noisy: (B,V,3,H,W) the target frame at noise level `sigma`, pixels in [-1,1].

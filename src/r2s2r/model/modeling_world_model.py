@@ -2,8 +2,9 @@
 
 `forward(batch) -> (loss, logs)` takes a batch of `ClipDataset` samples (K context frames and at least one
 future frame per view, the action chunks between them, proprio and labels) and returns the sum of
-  - the denoiser's flow-matching loss on one future frame of every view (rectified flow, logit-normal
-    noise levels, context frames noised a little so that imagined context does not derail rollouts);
+  - the denoiser's loss on one future frame of every view (rectified flow, logit-normal noise levels,
+    EDM-style preconditioning (see `precondition`), context frames noised a little so that imagined
+    context does not derail rollouts);
     by default it generates the frame's change from the last context frame, so that predicting "nothing
     moves" (copy-last-frame) costs nothing and capacity goes to what the actions change,
   - the state-dynamics head's loss over the whole clip, unrolled from the first frame through every chunk,
@@ -105,10 +106,36 @@ class WorldModel(nn.Module):
         context_sigma = torch.rand(B, device=x0.device) * self.config.context_noise
         s = context_sigma.view(B, 1, 1, 1, 1, 1)
         context = (1 - s) * context + s * torch.randn_like(context)
-        velocity = self.denoiser(
-            noisy, sigma, context, context_sigma, chunks[:, j - K : j], states[:, j - K : j]
-        )
-        return F.mse_loss(velocity, noise - x0)
+        out = self.denoiser(noisy, sigma, context, context_sigma, chunks[:, j - K : j], states[:, j - K : j])
+        c_skip, c_out = self.precondition(sigma)
+        return F.mse_loss(out, (x0 - c_skip * noisy) / c_out)
+
+    def precondition(self, sigma: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """EDM-style skip and output scales for rectified flow, x_s = (1-s) x0 + s noise: (B,1,1,1,1) each.
+
+        The network's output F gives x0 = c_skip x_s + c_out F, where c_skip x_s is the best linear guess
+        of x0 for data of std `data_std`. An untrained network (F = 0) therefore already predicts "no change"
+        from pure noise and denoises linearly near the data, so rollouts start from copy-last-frame instead
+        of from noise, and training spends its capacity on what the actions change (as DIAMOND does with
+        EDM preconditioning).
+        """
+        s, sd = sigma.view(-1, 1, 1, 1, 1), self.config.data_std
+        denom = (1 - s) ** 2 * sd**2 + s**2
+        return (1 - s) * sd**2 / denom, s * sd / denom.sqrt()
+
+    def velocity(
+        self,
+        noisy: torch.Tensor,
+        sigma: torch.Tensor,
+        context: torch.Tensor,
+        context_sigma: torch.Tensor,
+        chunks: torch.Tensor,
+        states: torch.Tensor,
+    ) -> torch.Tensor:
+        """The flow-matching velocity (noise - x0) at `noisy`, from the preconditioned x0 prediction."""
+        c_skip, c_out = self.precondition(sigma)
+        x0 = c_skip * noisy + c_out * self.denoiser(noisy, sigma, context, context_sigma, chunks, states)
+        return (noisy - x0) / sigma.clamp_min(1e-4).view(-1, 1, 1, 1, 1)
 
     def denoise_target(self, frame: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
         """What the denoiser generates for `frame`: the frame, or its scaled change from `last`."""

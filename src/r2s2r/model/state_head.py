@@ -59,6 +59,7 @@ class StateDynamicsHead(nn.Module):
         self.encoder = nn.Sequential(
             nn.Linear(cfg.num_views * 4 * cfg.judge_width + H, H), nn.SiLU(), nn.Linear(H, L)
         )
+        self.latent_norm = nn.LayerNorm(L)  # keeps long latent rollouts bounded (no drift to infinity)
         self.chunk_in = nn.ModuleDict({cfg.robot: nn.Linear(cfg.chunk_dim, H)})
         self.dynamics = EnsembleMLP(cfg.ensemble, L + H, H, L)
         self.state_out = nn.ModuleDict({cfg.robot: nn.Linear(L, cfg.state_dim)})
@@ -70,7 +71,8 @@ class StateDynamicsHead(nn.Module):
         """Latent (B,L) of one observation: images (B,V,3,H,W) in [-1,1], normalized state (B,S)."""
         B, V = images.shape[:2]
         features = self.trunk(images.flatten(0, 1)).reshape(B, -1)  # (B, V*4w)
-        return self.encoder(torch.cat([features, F.silu(self.state_in[self.cfg.robot](state))], dim=-1))
+        state_features = F.silu(self.state_in[self.cfg.robot](state))
+        return self.latent_norm(self.encoder(torch.cat([features, state_features], dim=-1)))
 
     def step(self, latent: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
         """One model frame ahead for every member: latent (B,L) or (B,M,L), chunk (B,C) -> (B,M,L)."""
@@ -79,7 +81,7 @@ class StateDynamicsHead(nn.Module):
         action = F.silu(self.chunk_in[self.cfg.robot](chunk))[:, None].expand(
             -1, latent.shape[1], -1
         )  # (B,M,H)
-        return latent + self.dynamics(torch.cat([latent, action], dim=-1))
+        return self.latent_norm(latent + self.dynamics(torch.cat([latent, action], dim=-1)))
 
     def decode(self, latent: torch.Tensor) -> dict[str, torch.Tensor]:
         """From latents (...,L): normalized state and object state, reward logits, success logit."""

@@ -45,6 +45,6 @@ class FrameSampler:
         clean = torch.zeros(B, device=context.device, dtype=context.dtype)
         for i, t in enumerate(self.scheduler.timesteps):
             sigma = self.scheduler.sigmas[i].to(context.dtype).expand(B)
-            velocity = self.model.denoiser(x, sigma, context, clean, chunks, states)
+            velocity = self.model.velocity(x, sigma, context, clean, chunks, states)
             x = self.scheduler.step(velocity, t, x).prev_sample
         return self.model.frame_from_target(x, context[:, -1])

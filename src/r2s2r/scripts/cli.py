@@ -24,7 +24,7 @@ def run(
     `--help` shows `doc` (the command's docstring) above the flags. A bad flag value or a user error
     raised by the job prints `prog: error: <one line>` and returns 2.
     """
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", force=True)
     for noisy in ("absl", "OpenGL", "root", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     parser = ArgumentParser(config_class=config_class, prog=prog, description=doc)

@@ -36,7 +36,7 @@ class TrainConfig:
     output_dir: str = "outputs/train/world_model"  # checkpoints/ and logs go here
     preset: str = "small"  # tiny (tests) | small (2-core CPU, ~1 h) | base (one GPU)
     model: WorldModelConfig = field(default_factory=WorldModelConfig)  # --model.<field> overrides the preset
-    data: ClipConfig = field(default_factory=lambda: ClipConfig(future_frames=2))  # clips to train on
+    data: ClipConfig = field(default_factory=lambda: ClipConfig(future_frames=3))  # clips to train on
     steps: int = 3000  # optimizer steps in total
     batch_size: int = 8  # clips per step (per process)
     grad_accum: int = 1  # micro-batches per optimizer step
