@@ -17,6 +17,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -105,15 +106,21 @@ def uncertainty_check(model: WorldModel, heldout: Path, seed: int = 0) -> dict:
             "ratio": float(np.mean(random) / max(np.mean(logged), 1e-9))}  # fmt: skip
 
 
+def _checkpoint_step(output_dir: Path) -> int:
+    state = output_dir / "checkpoints" / "last" / "training_state" / "state.json"
+    return int(json.loads(state.read_text())["step"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--root", default="outputs/bench", help="data, checkpoints and videos go here")
-    parser.add_argument("--train_episodes", type=int, default=240)
+    parser.add_argument("--train_episodes", type=int, default=160)
     parser.add_argument("--heldout_episodes", type=int, default=32)
     parser.add_argument("--steps", type=int, default=2500)
     parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--sampling_steps", type=int, nargs="+", default=[1, 6], help="open-loop with each")
     parser.add_argument("--out", default="benchmarks/results/train_small.json")
     args = parser.parse_args()
     root = Path(args.root)
@@ -127,17 +134,23 @@ def main() -> None:
                       batch_size=args.batch_size, save_every=250, log_every=50, num_workers=2)  # fmt: skip
     cfg.data.root = str(root / "data" / "train")
     cfg.resume = (Path(cfg.output_dir) / "checkpoints" / "last").exists()
+    start_step = _checkpoint_step(Path(cfg.output_dir)) if cfg.resume else 0
     tic = time.perf_counter()
     checkpoint = train(cfg)
     seconds = time.perf_counter() - tic
+    fresh_steps = args.steps - start_step
     payload["training"] = {"steps": args.steps, "batch_size": args.batch_size, "seconds_this_run": seconds,
-                           "checkpoint": str(checkpoint)}  # fmt: skip
+                           "checkpoint": str(checkpoint),
+                           "samples_per_s": fresh_steps * args.batch_size / max(seconds, 1e-9)}  # fmt: skip
 
-    ol = OpenLoopConfig(checkpoint=str(checkpoint), output_dir=str(root / "openloop_small"), videos=6)
-    ol.data.root = str(root / "data" / "heldout")
-    tic = time.perf_counter()
-    payload["openloop"] = evaluate_openloop(ol)["summary"]
-    payload["openloop_seconds"] = time.perf_counter() - tic
+    payload["openloop"], payload["openloop_seconds"] = {}, {}
+    for steps in args.sampling_steps:
+        ol = OpenLoopConfig(checkpoint=str(checkpoint), output_dir=str(root / f"openloop_small_{steps}steps"),
+                            videos=6, sampling_steps=steps)  # fmt: skip
+        ol.data.root = str(root / "data" / "heldout")
+        tic = time.perf_counter()
+        payload["openloop"][steps] = evaluate_openloop(ol)["summary"]
+        payload["openloop_seconds"][steps] = time.perf_counter() - tic
     model = WorldModel.from_pretrained(checkpoint)
     payload["judge_on_real"] = judge_on_real(model, root / "data" / "heldout")
     payload["uncertainty"] = uncertainty_check(model, root / "data" / "heldout")
@@ -146,22 +159,8 @@ def main() -> None:
 
 
 def report(payload: dict) -> None:
-    rows = []
-    for split, entry in payload["openloop"].items():
-        for cam, by_h in entry["model"].items():
-            for h, m in by_h.items():
-                base = entry["copy_last"][cam][h]
-                gain = m["psnr"] - base["psnr"]
-                rows.append([split, cam, h, m["psnr"], base["psnr"], gain, m["ssim"], base["ssim"]])
-    header = ["split", "view", "horizon", "PSNR", "copy-last", "gain dB", "SSIM", "copy-last"]
-    print_table("Open-loop alignment on held-out episodes (model resolution)", header, rows)
-    rows = []
-    for split, e in payload["openloop"].items():
-        errors = "/".join(f"{100 * v:.1f}" for v in (e.get("object_error_m") or {}).values() if v is not None)
-        agreement, success = e.get("outcome_agreement") or 0, e.get("real_success_rate") or 0
-        rows.append([split, e["episodes"], 100 * agreement, 100 * success, errors])
-    header = ["split", "episodes", "agreement %", "logged success %", "object err 1s/3s/6s (cm)"]
-    print_table("Outcome agreement and object error", header, rows)
+    for steps, summary in payload["openloop"].items():
+        report_openloop(summary, steps)
     j, u = payload["judge_on_real"], payload["uncertainty"]
     print(
         f"\njudge on {j['frames']} real held-out frames: reward accuracy {100 * j['reward_accuracy']:.1f} %, "
@@ -171,6 +170,28 @@ def report(payload: dict) -> None:
         f"state-head uncertainty after 2 s: logged actions {u['logged_actions']:.4f}, random actions "
         f"{u['random_actions']:.4f} ({u['ratio']:.1f}x)"
     )
+    t = payload["training"]
+    print(f"training: {t['steps']} steps of {t['batch_size']} clips, {t['samples_per_s']:.1f} clips/s")
+
+
+def report_openloop(summary: dict, steps: int) -> None:
+    rows = []
+    for split, entry in summary.items():
+        for cam, by_h in entry["model"].items():
+            for h, m in by_h.items():
+                base = entry["copy_last"][cam][h]
+                gain = m["psnr"] - base["psnr"]
+                rows.append([split, cam, h, m["psnr"], base["psnr"], gain, m["ssim"], base["ssim"]])
+    header = ["split", "view", "horizon", "PSNR", "copy-last", "gain dB", "SSIM", "copy-last"]
+    title = f"Open-loop alignment on held-out episodes, {steps} sampling step(s) (model resolution)"
+    print_table(title, header, rows)
+    rows = []
+    for split, e in summary.items():
+        errors = "/".join(f"{100 * v:.1f}" for v in (e.get("object_error_m") or {}).values() if v is not None)
+        agreement, success = e.get("outcome_agreement") or 0, e.get("real_success_rate") or 0
+        rows.append([split, e["episodes"], 100 * agreement, 100 * success, errors])
+    header = ["split", "episodes", "agreement %", "logged success %", "object err 1s/3s/6s (cm)"]
+    print_table(f"Outcome agreement and object error, {steps} sampling step(s)", header, rows)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,9 @@ class WorldModelConfig:
     depth: int = 6  # transformer blocks
     heads: int = 6  # attention heads
     mlp_ratio: float = 4.0  # hidden size of each block's MLP, as a multiple of width
-    context_noise: float = 0.1  # max noise level put on context frames in training (robust rollouts)
+    context_noise: float = 0.2  # max noise level put on context frames in training (robust rollouts)
+    mean_fraction: float = 0.25  # share of training samples at pure noise: the conditional mean, which
+    # few-step sampling starts from, is learnt directly instead of from the logit-normal's thin tail
     predict_delta: bool = True  # denoise the change from the last context frame: standing still is free
     delta_scale: float = 0.25  # the change (pixels in [-1,1]) is divided by this so its spread is near 1
     data_std: float = 0.5  # typical spread of what is generated, for the denoiser's preconditioning
@@ -63,6 +65,8 @@ class WorldModelConfig:
             raise ValueError("context_frames, frame_stride, ensemble and sampling_steps must all be >= 1.")
         if not 0.0 <= self.context_noise < 1.0:
             raise ValueError(f"context_noise={self.context_noise} must be in [0, 1).")
+        if not 0.0 <= self.mean_fraction <= 1.0:
+            raise ValueError(f"mean_fraction={self.mean_fraction} must be in [0, 1].")
 
     # ------------------------------------------------------------------ derived
     @property

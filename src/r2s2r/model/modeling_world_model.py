@@ -100,6 +100,8 @@ class WorldModel(nn.Module):
         j = int(torch.randint(K, T, (1,)))  # which future frame to predict (its K predecessors are context)
         x0 = self.denoise_target(frames[:, j], frames[:, j - 1])  # (B,V,3,h,w)
         sigma = torch.sigmoid(torch.randn(B, device=x0.device))  # logit-normal levels, as SD3
+        pure = torch.rand(B, device=x0.device) < self.config.mean_fraction
+        sigma = torch.where(pure, torch.ones_like(sigma), sigma)  # some at pure noise: the conditional mean
         noise = torch.randn_like(x0)
         noisy = (1 - sigma.view(B, 1, 1, 1, 1)) * x0 + sigma.view(B, 1, 1, 1, 1) * noise
         context = frames[:, j - K : j]  # (B,K,V,3,h,w)
