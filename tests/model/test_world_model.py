@@ -122,7 +122,7 @@ def test_delta_parameterisation_round_trips():
 
 
 def test_head_uncertainty_is_higher_off_the_data(clips):
-    """After a little training on real clips, the ensemble agrees more on logged actions than on random ones."""
+    """After some training on real clips the ensemble agrees more on logged than on random actions."""
     model = _model(clips)
     head = model.state_head
     optimizer = torch.optim.Adam(head.parameters(), lr=3e-3)
