@@ -18,9 +18,18 @@ $(STAMP): pyproject.toml requirements/lock.txt tools/install_system_deps.sh
 
 setup: $(STAMP)
 
-# The main job at this stage: record a small three-view dataset from the reference world, print what it wrote.
+# The main job: record a little reference-world data (three views), train a world model briefly, replay
+# held-out episodes in it, print the scores and where the side-by-side videos are. Re-running resumes.
+DEMO := outputs/demo
 demo: setup
-	$(BIN)/r2s2r-record --root=outputs/demo/transfer_cube --num_episodes=8 --distribution=mixed --workers=2
+	$(BIN)/r2s2r-record --root=$(DEMO)/data/train --num_episodes=8 --distribution=mixed --workers=2 \
+		--policy.kwargs='{skill: mix}'
+	$(BIN)/r2s2r-record --root=$(DEMO)/data/heldout --num_episodes=2 --distribution=mixed --seed=1 \
+		--policy.kwargs='{skill: mix}'
+	$(BIN)/r2s2r-train --data.root=$(DEMO)/data/train --output_dir=$(DEMO)/train --steps=150 --save_every=50 \
+		$(if $(wildcard $(DEMO)/train/checkpoints/last),--resume=true)
+	$(BIN)/r2s2r-eval-openloop --checkpoint=$(DEMO)/train/checkpoints/last/pretrained_model \
+		--data.root=$(DEMO)/data/heldout --sampling_steps=1 --videos=2 --output_dir=$(DEMO)/openloop
 
 test: setup
 	$(BIN)/pytest -q -m "not slow and not gpu"
