@@ -8,7 +8,7 @@ device's bf16 peak (given with --peak_tflops, e.g. 989 for an H100/H200 SXM dens
 
 Usage:
     python benchmarks/rollout_speed.py                       # CPU: tiny, small, base (base at batch 1 only)
-    python benchmarks/rollout_speed.py --device cuda --presets small base --batch_sizes 64 256 1024 --max_gflop 0
+    python benchmarks/rollout_speed.py --device cuda --presets small base --batch_sizes 64 256 --max_gflop 0
 """
 
 from __future__ import annotations

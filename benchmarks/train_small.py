@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -106,6 +107,40 @@ def uncertainty_check(model: WorldModel, heldout: Path, seed: int = 0) -> dict:
             "ratio": float(np.mean(random) / max(np.mean(logged), 1e-9))}  # fmt: skip
 
 
+@torch.no_grad()
+def teacher_forced(model: WorldModel, heldout: Path, clips: int = 256, seed: int = 0) -> dict:
+    """One frame (0.1 s) ahead from real context, per view: model vs copy-last, and the model fed other
+    clips' actions (if that scores as well, the model ignores the actions). PSNR at model resolution."""
+    from r2s2r.eval.metrics import psnr
+    from r2s2r.rollout.sampler import FrameSampler
+
+    cfg = model.config
+    ds = ClipDataset(ClipConfig(root=str(heldout), cameras=cfg.cameras, context_frames=cfg.context_frames))
+    rng = np.random.default_rng(seed)
+    picks = rng.choice(len(ds), size=min(clips, len(ds)), replace=False)
+    sampler, generator = FrameSampler(model, steps=1), torch.Generator().manual_seed(seed)
+    scores = {name: {c: [] for c in cfg.cameras} for name in ("model", "copy_last", "wrong_actions")}
+    for start in range(0, len(picks), 32):
+        batch = torch.utils.data.default_collate([ds[int(i)] for i in picks[start : start + 32]])
+        frames = model.frames(batch)  # (B,K+1,V,3,h,w)
+        K = cfg.context_frames
+        context, truth = frames[:, :K], frames[:, K]
+        chunks = model.norm_chunks(batch["action"])[:, :K]
+        states = model.norm("state", batch["observation.state"])[:, :K]
+        guesses = {
+            "model": sampler.sample(context, chunks, states, generator=generator),
+            "copy_last": context[:, -1],
+            "wrong_actions": sampler.sample(context, chunks.roll(1, dims=0), states, generator=generator),
+        }
+        for name, guess in guesses.items():
+            for v, cam in enumerate(cfg.cameras):
+                for b in range(len(truth)):
+                    scores[name][cam].append(
+                        float(psnr((guess[b, v] + 1) / 2, (truth[b, v] + 1) / 2, max_db=60.0))
+                    )
+    return {name: {cam: float(np.mean(x)) for cam, x in by_cam.items()} for name, by_cam in scores.items()}
+
+
 def _checkpoint_step(output_dir: Path) -> int:
     state = output_dir / "checkpoints" / "last" / "training_state" / "state.json"
     return int(json.loads(state.read_text())["step"])
@@ -123,6 +158,7 @@ def main() -> None:
     parser.add_argument("--sampling_steps", type=int, nargs="+", default=[1, 6], help="open-loop with each")
     parser.add_argument("--out", default="benchmarks/results/train_small.json")
     args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     root = Path(args.root)
     payload = {"benchmark": "train_small", "machine": machine_info(), "args": vars(args)}
 
@@ -154,6 +190,7 @@ def main() -> None:
     model = WorldModel.from_pretrained(checkpoint)
     payload["judge_on_real"] = judge_on_real(model, root / "data" / "heldout")
     payload["uncertainty"] = uncertainty_check(model, root / "data" / "heldout")
+    payload["teacher_forced"] = teacher_forced(model, root / "data" / "heldout")
     report(payload)
     write_json(args.out, payload)
 
@@ -161,6 +198,10 @@ def main() -> None:
 def report(payload: dict) -> None:
     for steps, summary in payload["openloop"].items():
         report_openloop(summary, steps)
+    tf = payload["teacher_forced"]
+    rows = [[cam, tf["model"][cam], tf["copy_last"][cam], tf["wrong_actions"][cam]] for cam in tf["model"]]
+    print_table("One frame (0.1 s) ahead from real context (PSNR dB)", ["view", "model", "copy-last",
+                "model, other clips' actions"], rows)  # fmt: skip
     j, u = payload["judge_on_real"], payload["uncertainty"]
     print(
         f"\njudge on {j['frames']} real held-out frames: reward accuracy {100 * j['reward_accuracy']:.1f} %, "

@@ -101,7 +101,7 @@ class WorldModelConfig:
 
     @classmethod
     def small(cls, **overrides) -> WorldModelConfig:
-        """The 2-core CPU preset: 3 views of 48x64, 6 layers of width 192 (about 3 M parameters)."""
+        """The 2-core CPU preset: 3 views of 48x64, 6 layers of width 192 (5.4 M parameters)."""
         return cls(**overrides)
 
     @classmethod
