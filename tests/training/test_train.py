@@ -70,3 +70,27 @@ def test_presets_and_overrides():
     assert (cfg.model.width, cfg.model.depth) == (32, 3)  # a flag given with a preset overrides it
     with pytest.raises(ValueError, match="preset='huge' must be one of"):
         TrainConfig(preset="huge")
+
+
+def test_part_grad_norms_split_the_total(recorded):
+    """Each part's norm covers its own parameters: together they make the total; zero weight gives 0."""
+    from r2s2r.data.reader import ClipConfig, ClipDataset
+    from r2s2r.model.configuration_world_model import WorldModelConfig
+    from r2s2r.training.train import part_grad_norms
+
+    torch.manual_seed(0)
+    model = WorldModel(WorldModelConfig.tiny(judge_loss_weight=0.0))
+    data = ClipDataset(ClipConfig(root=recorded[0].root, cameras=model.config.cameras, future_frames=2))
+    batch = torch.utils.data.default_collate([data[0], data[len(data) - 1]])
+    loss, _ = model(batch)
+    loss.backward()
+    norms = part_grad_norms(model)
+    total = torch.linalg.vector_norm(
+        torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None])
+    )
+    parts = torch.tensor(
+        [norms["grad_norm_denoiser"], norms["grad_norm_state_head"], norms["grad_norm_judge"]]
+    )
+    assert torch.linalg.vector_norm(parts) == pytest.approx(float(total), rel=1e-5)
+    assert norms["grad_norm_judge"] == 0.0
+    assert norms["grad_norm_denoiser"] > 0 and norms["grad_norm_state_head"] > 0

@@ -201,10 +201,28 @@ def train_step(accelerator, model, optimizer, batch: dict, grad_clip: float) -> 
             )
         accelerator.backward(loss)
         if accelerator.sync_gradients:
+            logs.update(part_grad_norms(accelerator.unwrap_model(model)))
             logs["grad_norm"] = float(accelerator.clip_grad_norm_(model.parameters(), grad_clip))
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     return logs
+
+
+PARTS = ("denoiser", "state_head", "judge")
+
+
+def part_grad_norms(model: WorldModel) -> dict[str, float]:
+    """Gradient norm of each part before clipping: each part has its own loss, and one shared clip can let
+    one part's gradient shrink another's step. Parts without local gradients (DeepSpeed shards) are left out.
+    """
+    norms = {}
+    for part in PARTS:
+        grads = [p.grad.detach().float() for p in getattr(model, part).parameters() if p.grad is not None]
+        if grads:
+            norms[f"grad_norm_{part}"] = float(
+                torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
+            )
+    return norms
 
 
 def _millions(model) -> float:
