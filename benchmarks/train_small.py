@@ -133,11 +133,9 @@ def teacher_forced(model: WorldModel, heldout: Path, clips: int = 256, seed: int
             "wrong_actions": sampler.sample(context, chunks.roll(1, dims=0), states, generator=generator),
         }
         for name, guess in guesses.items():
+            per_image = psnr((guess + 1) / 2, (truth + 1) / 2, max_db=60.0)  # (B,V)
             for v, cam in enumerate(cfg.cameras):
-                for b in range(len(truth)):
-                    scores[name][cam].append(
-                        float(psnr((guess[b, v] + 1) / 2, (truth[b, v] + 1) / 2, max_db=60.0))
-                    )
+                scores[name][cam].extend(per_image[:, v].tolist())
     return {name: {cam: float(np.mean(x)) for cam, x in by_cam.items()} for name, by_cam in scores.items()}
 
 
