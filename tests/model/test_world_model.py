@@ -148,3 +148,32 @@ def test_head_uncertainty_is_higher_off_the_data(clips):
             spread[name] = float(head.disagreement(head.decode(latent)).mean())
     # untrained members already disagree 3x more on wild inputs; training must shrink it on the data only
     assert spread["random"] > 5 * spread["logged"]
+
+
+@pytest.mark.parametrize("joint_tokens", [True, False])
+def test_joint_tokens_carry_each_joints_action_to_the_patches(joint_tokens):
+    """With the global (adaLN) action path cut, one joint's action still reaches the target's patches
+    through its own token when `joint_tokens` is on, and cannot when it is off."""
+    cfg = WorldModelConfig.tiny(joint_tokens=joint_tokens)
+    torch.manual_seed(0)
+    den = WorldModel(cfg).denoiser
+    with torch.no_grad():
+        for p in den.parameters():  # leave the zero-initialised start: every path carries signal
+            p.normal_(0, 0.2)
+        for p in den.action_emb.parameters():
+            p.zero_()
+    lengths = []
+    den.blocks[0].register_forward_hook(lambda module, args, out: lengths.append(args[0].shape[1]))
+    B, K, V = 2, cfg.context_frames, cfg.num_views
+    noisy, context = torch.randn(B, V, 3, 32, 32), torch.randn(B, K, V, 3, 32, 32)
+    sigma, context_sigma = torch.full((B,), 0.5), torch.zeros(B)
+    chunks, states = torch.randn(B, K, cfg.chunk_dim), torch.randn(B, K, cfg.state_dim)
+    moved = chunks.clone()
+    moved[:, -1, 3 :: cfg.action_dim] += 1.0  # joint 3, every control step of the last chunk
+    with torch.no_grad():
+        out = den(noisy, sigma, context, context_sigma, chunks, states)
+        out_moved = den(noisy, sigma, context, context_sigma, moved, states)
+    assert lengths[0] == (K + 1) * cfg.tokens_per_frame
+    assert cfg.tokens_per_frame == V * cfg.patches_per_frame + (28 if joint_tokens else 0)
+    changed = (out_moved - out).abs().max().item()
+    assert changed > 1e-3 if joint_tokens else changed == 0.0

@@ -34,6 +34,8 @@ class WorldModelConfig:
     depth: int = 6  # transformer blocks
     heads: int = 6  # attention heads
     mlp_ratio: float = 4.0  # hidden size of each block's MLP, as a multiple of width
+    joint_tokens: bool = True  # also give every joint's action chunk and proprio its own token in each
+    # frame, so that image patches can attend to the joints they show (adaLN alone is global per frame)
     context_noise: float = 0.2  # max noise level put on context frames in training (robust rollouts)
     mean_fraction: float = 0.25  # share of training samples at pure noise: the conditional mean, which
     # few-step sampling starts from, is learnt directly instead of from the logit-normal's thin tail
@@ -76,6 +78,12 @@ class WorldModelConfig:
     @property
     def patches_per_frame(self) -> int:
         return (self.image_height // self.patch_size) * (self.image_width // self.patch_size)
+
+    @property
+    def tokens_per_frame(self) -> int:
+        """Sequence length of one frame in the denoiser: every view's patches, plus the joint tokens."""
+        joints = self.action_dim + self.state_dim if self.joint_tokens else 0
+        return self.num_views * self.patches_per_frame + joints
 
     @property
     def patch_dim(self) -> int:

@@ -4,7 +4,9 @@ Every (frame, view) image is cut into patches; the tokens of all K context frame
 frame, in all V views, attend to each other in one sequence, so views must agree with each other and with
 the past. Each frame's tokens are modulated (adaLN-Zero, as in DiT) by that frame's own conditioning:
 its noise level, the action chunk that led into it and, for context frames, the proprio measured there.
-So actions condition every frame, not the clip as a whole.
+So actions condition every frame, not the clip as a whole. adaLN shifts every patch of a frame alike, so
+(with `joint_tokens`) each frame also carries one token per joint of its action chunk and one per proprio
+value, in the same sequence: a patch that shows the left gripper can attend to the left gripper's joints.
 
 The network's output is turned into a denoised target by the world model's EDM-style preconditioning and
 from there into the flow-matching velocity `noise - x0` (rectified flow, the parameterisation of diffusers'
@@ -72,6 +74,13 @@ class MultiViewDenoiser(nn.Module):
         self.action_emb = nn.ModuleDict({cfg.robot: mlp(cfg.chunk_dim, D, D)})
         self.state_emb = nn.ModuleDict({cfg.robot: mlp(cfg.state_dim, D, D)})
         self.no_action = nn.Parameter(torch.zeros(1, 1, D))  # what led into the first context frame
+        if cfg.joint_tokens:  # one token per joint: its `frame_stride` action values / its proprio value
+            self.action_token = nn.ModuleDict({cfg.robot: nn.Linear(cfg.frame_stride, D)})
+            self.state_token = nn.ModuleDict({cfg.robot: nn.Linear(1, D)})
+            self.action_joint = nn.Parameter(torch.randn(1, 1, cfg.action_dim, D) * 0.02)
+            self.state_joint = nn.Parameter(torch.randn(1, 1, cfg.state_dim, D) * 0.02)
+            self.no_action_tokens = nn.Parameter(torch.zeros(1, 1, cfg.action_dim, D))  # into frame 0
+            self.unknown_state = nn.Parameter(torch.zeros(1, 1, cfg.state_dim, D))  # the target's proprio
         self.blocks = nn.ModuleList([Block(D, cfg.heads, cfg.mlp_ratio) for _ in range(cfg.depth)])
         self.final_norm = nn.LayerNorm(D, elementwise_affine=False, eps=1e-6)
         self.final_modulation = nn.Sequential(nn.SiLU(), nn.Linear(D, 2 * D))
@@ -105,6 +114,16 @@ class MultiViewDenoiser(nn.Module):
         proprio = torch.cat([proprio, torch.zeros_like(proprio[:, :1])], dim=1)  # (B,K+1,D)
         return noise + led_into + proprio
 
+    def joint_tokens(self, chunks: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+        """Per-frame joint tokens (B, K+1, A+S, D): the chunk that led into the frame, then its proprio."""
+        cfg, (B, K) = self.cfg, states.shape[:2]
+        per_joint = chunks.reshape(B, K, cfg.frame_stride, cfg.action_dim).transpose(2, 3)  # (B,K,A,stride)
+        actions = self.action_token[cfg.robot](per_joint) + self.action_joint  # (B,K,A,D)
+        actions = torch.cat([self.no_action_tokens.expand(B, 1, -1, -1) + self.action_joint, actions], dim=1)
+        proprio = self.state_token[cfg.robot](states[..., None]) + self.state_joint  # (B,K,S,D)
+        unknown = self.unknown_state.expand(B, 1, -1, -1) + self.state_joint
+        return torch.cat([actions, torch.cat([proprio, unknown], dim=1)], dim=2)  # (B,K+1,A+S,D)
+
     def forward(
         self,
         noisy: torch.Tensor,
@@ -130,11 +149,16 @@ class MultiViewDenoiser(nn.Module):
             self.patch_in(self.patchify(frames)) + self.pos_emb + self.view_emb + self.frame_emb
         )  # (B,F,V,P,D)
         B, F, V, P, D = x.shape
-        x = x.reshape(B, F * V * P, D)  # one sequence: every view of every frame attends to every other
+        x = x.reshape(B, F, V * P, D)
+        if self.cfg.joint_tokens:
+            joints = self.joint_tokens(chunks, states) + self.frame_emb[:, :, 0]  # (B,F,A+S,D)
+            x = torch.cat([x, joints], dim=2)
+        per_frame = x.shape[2]
+        x = x.reshape(B, F * per_frame, D)  # one sequence: every view of every frame attends to every other
         cond = self.conditioning(sigma, context_sigma, chunks, states)  # (B,F,D)
         for block in self.blocks:
-            x = block(x, cond, V * P)
-        target = x[:, -V * P :]  # (B,V*P,D) the target frame's tokens
+            x = block(x, cond, per_frame)
+        target = x[:, -per_frame:][:, : V * P]  # (B,V*P,D) the target frame's image tokens
         shift, scale = self.final_modulation(cond[:, -1:]).chunk(2, dim=-1)
         out = self.patch_out(self.final_norm(target) * (1 + scale) + shift)  # (B,V*P,pd)
         return self.unpatchify(out.reshape(B, V, P, -1))
