@@ -25,7 +25,7 @@ def run(
     raised by the job prints `prog: error: <one line>` and returns 2.
     """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", force=True)
-    for noisy in ("absl", "OpenGL", "root", "httpx"):
+    for noisy in ("absl", "OpenGL", "httpx"):  # (never "root": getLogger("root") is the root logger)
         logging.getLogger(noisy).setLevel(logging.WARNING)
     parser = ArgumentParser(config_class=config_class, prog=prog, description=doc)
     try:
