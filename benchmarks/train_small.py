@@ -31,7 +31,7 @@ import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's G
 from common import machine_info, print_table, write_json  # noqa: E402
 
 # isort: split
-from r2s2r.data.reader import ClipConfig, ClipDataset  # noqa: E402
+from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate  # noqa: E402
 from r2s2r.data.recorder import RecordConfig, record  # noqa: E402
 from r2s2r.eval.openloop import OpenLoopConfig, evaluate_openloop  # noqa: E402
 from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
@@ -54,9 +54,16 @@ def record_sets(root: Path, train_episodes: int, heldout_episodes: int) -> dict:
 
 
 @torch.no_grad()
+def _clips(model: WorldModel, root: Path, context_frames: int) -> ClipDataset:
+    """Held-out clips at the model's frame rate."""
+    cfg = ClipConfig(root=str(root), cameras=model.config.cameras, context_frames=context_frames, frame_rate=0)
+    match_frame_rate(cfg, model.config.frame_stride)
+    return ClipDataset(cfg)
+
+
 def judge_on_real(model: WorldModel, heldout: Path) -> dict:
     """The judge on every real held-out frame: staged-reward accuracy and success precision/recall/F1."""
-    ds = ClipDataset(ClipConfig(root=str(heldout), cameras=model.config.cameras, context_frames=1))
+    ds = _clips(model, heldout, context_frames=1)
     correct = total = tp = fp = fn = 0
     for ep in ds.episodes:
         episode = ds.episode(ep)
@@ -89,7 +96,7 @@ def uncertainty_check(model: WorldModel, heldout: Path, seed: int = 0) -> dict:
     from r2s2r.robots.spec import robot_spec
 
     spec = robot_spec(model.config.robot)
-    ds = ClipDataset(ClipConfig(root=str(heldout), cameras=model.config.cameras, context_frames=1))
+    ds = _clips(model, heldout, context_frames=1)
     rng = np.random.default_rng(seed)
     logged, random = [], []
     lo, hi = np.array(spec.position_lower), np.array(spec.position_upper)
@@ -115,7 +122,7 @@ def teacher_forced(model: WorldModel, heldout: Path, clips: int = 256, seed: int
     from r2s2r.rollout.sampler import FrameSampler
 
     cfg = model.config
-    ds = ClipDataset(ClipConfig(root=str(heldout), cameras=cfg.cameras, context_frames=cfg.context_frames))
+    ds = _clips(model, heldout, context_frames=cfg.context_frames)
     rng = np.random.default_rng(seed)
     picks = rng.choice(len(ds), size=min(clips, len(ds)), replace=False)
     sampler, generator = FrameSampler(model, steps=1), torch.Generator().manual_seed(seed)

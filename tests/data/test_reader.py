@@ -11,7 +11,7 @@ import torch
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from conftest import EPISODE_LENGTH, tiny_record_config
-from r2s2r.data.reader import ClipConfig, ClipDataset
+from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
 from r2s2r.data.recorder import record
 
 
@@ -204,3 +204,13 @@ def test_whole_episode_as_one_clip(recorded):
     np.testing.assert_array_equal(episode["observation.state"][-1].numpy(), table["observation.state"][95])
     with pytest.raises(ValueError, match="episode 7 is not among"):
         ds.episode(7)
+
+
+def test_frame_rate_zero_is_for_the_model_to_fill(recorded):
+    with pytest.raises(ValueError, match="frame_rate=0 means the model's rate"):
+        ClipDataset(ClipConfig(root=recorded[0].root, frame_rate=0))
+    cfg = ClipConfig(root=recorded[0].root, frame_rate=0)
+    match_frame_rate(cfg, frame_stride=5)
+    assert cfg.frame_rate == 10  # 50 Hz / 5
+    with pytest.raises(ValueError, match="frame_stride=7 control steps does not divide the dataset's 50 Hz"):
+        match_frame_rate(ClipConfig(root=recorded[0].root, frame_rate=0), frame_stride=7)

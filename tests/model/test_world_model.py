@@ -177,3 +177,25 @@ def test_joint_tokens_carry_each_joints_action_to_the_patches(joint_tokens):
     assert cfg.tokens_per_frame == V * cfg.patches_per_frame + (28 if joint_tokens else 0)
     changed = (out_moved - out).abs().max().item()
     assert changed > 1e-3 if joint_tokens else changed == 0.0
+
+
+@pytest.mark.parametrize("stack_context", [True, False])
+def test_stacked_context_reaches_its_own_patch_without_attention(stack_context):
+    """With every block still the identity (adaLN-Zero at init), a target patch reads the context frames'
+    pixels at its own place when `stack_context` is on, and nothing of them when it is off."""
+    cfg = WorldModelConfig.tiny(stack_context=stack_context)
+    torch.manual_seed(0)
+    den = WorldModel(cfg).denoiser
+    with torch.no_grad():
+        den.patch_out.weight.normal_(0, 0.2)  # untrained output layer is zero: let it show its input
+    B, K, V = 1, cfg.context_frames, cfg.num_views
+    noisy, context = torch.randn(B, V, 3, 32, 32), torch.randn(B, K, V, 3, 32, 32)
+    args = (torch.ones(B), torch.zeros(B), torch.randn(B, K, cfg.chunk_dim), torch.randn(B, K, cfg.state_dim))
+    moved = context.clone()
+    moved[:, -1, 1, :, 8:16, 16:24] += 1.0  # last context frame, view 1, the patch at row 1, column 2
+    with torch.no_grad():
+        change = (den(noisy, args[0], moved, *args[1:]) - den(noisy, args[0], context, *args[1:])).abs()
+    if stack_context:
+        assert change[0, 1, :, 8:16, 16:24].min() > 0  # that patch changes ...
+        change[0, 1, :, 8:16, 16:24] = 0
+    assert change.max() == 0  # ... and nothing else does

@@ -94,3 +94,12 @@ def test_part_grad_norms_split_the_total(recorded):
     assert torch.linalg.vector_norm(parts) == pytest.approx(float(total), rel=1e-5)
     assert norms["grad_norm_judge"] == 0.0
     assert norms["grad_norm_denoiser"] > 0 and norms["grad_norm_state_head"] > 0
+
+
+def test_frame_rate_follows_the_model_by_default(recorded, tmp_path):
+    """Left at 0, the clips' rate is the model's: 50 Hz control / frame_stride 10 = 5 Hz, a chunk of 10."""
+    cfg = _cfg(recorded, tmp_path / "run", steps=1, save_every=1)
+    cfg.model.frame_stride = 10
+    assert cfg.data.frame_rate == 0
+    model = WorldModel.from_pretrained(train(cfg))
+    assert cfg.data.frame_rate == 5 and model.config.chunk_dim == 10 * 14

@@ -20,6 +20,7 @@ with LeRobot's decoder for the files decord cannot read).
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +45,8 @@ class ClipConfig:
     cameras: tuple[str, ...] = ()  # camera names to read; empty = every camera of the dataset
     context_frames: int = 2  # K frames the model conditions on
     future_frames: int = 1  # frames it predicts after them
-    frame_rate: int = 10  # model frames per second; must divide the dataset's fps
+    frame_rate: int = 10  # model frames per second; must divide the dataset's fps (0: the model's, set
+    # by r2s2r-train / r2s2r-eval-openloop from the model's frame_stride)
     decoder: str = "lerobot"  # lerobot (torchcodec, fastest here) | decord (LeRobot's decoder where it fails)
     robot: str = "aloha"  # embodiment whose action/state dims the data must match; "" skips the check
     episodes: tuple[int, ...] | None = None  # episode indices to use; None = all
@@ -54,8 +56,8 @@ class ClipConfig:
             raise ValueError(
                 f"context_frames={self.context_frames} and future_frames={self.future_frames} must be >= 1."
             )
-        if self.frame_rate < 1:
-            raise ValueError(f"frame_rate={self.frame_rate} must be >= 1 Hz.")
+        if self.frame_rate < 0:
+            raise ValueError(f"frame_rate={self.frame_rate} must be >= 1 Hz, or 0 for the model's.")
         self.cameras = tuple(self.cameras)
 
     @property
@@ -78,6 +80,11 @@ class ClipDataset(torch.utils.data.Dataset):
             )
         self.meta = LeRobotDatasetMetadata(cfg.repo_id, root=self.root)
         self.fps = self.meta.fps
+        if cfg.frame_rate == 0:
+            raise ValueError(
+                "frame_rate=0 means the model's rate, which only r2s2r-train and r2s2r-eval-openloop know; "
+                "pass frame_rate in Hz (e.g. 10) when reading clips directly, or use `match_frame_rate`."
+            )
         if self.fps % cfg.frame_rate:
             raise ValueError(
                 f"frame_rate={cfg.frame_rate} Hz does not divide the dataset's {self.fps} Hz; "
@@ -271,6 +278,25 @@ class ClipDataset(torch.utils.data.Dataset):
         sample["episode_index"] = torch.tensor(ep)
         sample["frame_index"] = torch.from_numpy(frames)
         return sample
+
+
+def match_frame_rate(cfg: ClipConfig, frame_stride: int) -> None:
+    """Set `cfg.frame_rate` to `frame_stride` control steps per frame if it is 0 (the model's rate)."""
+    if cfg.frame_rate:
+        return
+    info = Path(cfg.root) / "meta" / "info.json"
+    if not info.is_file():
+        raise FileNotFoundError(
+            f"no LeRobot dataset at {cfg.root} (meta/info.json is missing); record one with "
+            "`r2s2r-record --root=...` or point root at a dataset folder."
+        )
+    fps = int(json.loads(info.read_text())["fps"])
+    if fps % frame_stride:
+        raise ValueError(
+            f"the model's frame_stride={frame_stride} control steps does not divide the dataset's {fps} Hz; "
+            f"train a model with a stride among {', '.join(str(d) for d in _divisors(fps))}."
+        )
+    cfg.frame_rate = fps // frame_stride
 
 
 def _divisors(n: int) -> list[int]:

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from r2s2r.data.reader import ClipConfig, ClipDataset
+from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
 from r2s2r.eval.metrics import psnr, ssim
 from r2s2r.eval.video import write_side_by_side_views
 from r2s2r.model.modeling_world_model import WorldModel
@@ -36,7 +36,8 @@ class OpenLoopConfig:
     """Which model to evaluate on which held-out episodes, and what to write."""
 
     checkpoint: str = "outputs/train/world_model/checkpoints/last/pretrained_model"  # WorldModel directory
-    data: ClipConfig = field(default_factory=ClipConfig)  # held-out dataset (root, episodes)
+    data: ClipConfig = field(default_factory=lambda: ClipConfig(frame_rate=0))  # held-out dataset (root,
+    # episodes); frame_rate 0 = the model's
     horizons: tuple[float, ...] = (1.0, 3.0, 6.0)  # seconds after the first frame at which frames are scored
     batch_size: int = 8  # episodes imagined together
     sampling_steps: int = 0  # denoising steps per frame; 0 = the model's own setting
@@ -127,6 +128,7 @@ def evaluate_openloop(cfg: OpenLoopConfig) -> dict:
     model = WorldModel.from_pretrained(cfg.checkpoint, device=cfg.device)
     mc = model.config
     cfg.data.cameras, cfg.data.context_frames, cfg.data.future_frames = mc.cameras, 1, 1
+    match_frame_rate(cfg.data, mc.frame_stride)
     dataset = ClipDataset(cfg.data)
     if dataset.stride != mc.frame_stride:
         raise ValueError(

@@ -34,6 +34,8 @@ class WorldModelConfig:
     depth: int = 6  # transformer blocks
     heads: int = 6  # attention heads
     mlp_ratio: float = 4.0  # hidden size of each block's MLP, as a multiple of width
+    stack_context: bool = True  # each target patch also reads the same patch of the K context frames
+    # (channel-stacked, as DIAMOND's UNet): "what was here" is local, not left for attention to find
     joint_tokens: bool = True  # also give every joint's action chunk and proprio its own token in each
     # frame, so that image patches can attend to the joints they show (adaLN alone is global per frame)
     context_noise: float = 0.2  # max noise level put on context frames in training (robust rollouts)

@@ -61,6 +61,8 @@ class MultiViewDenoiser(nn.Module):
         D, p = cfg.width, cfg.patch_size
         self.grid = (cfg.image_height // p, cfg.image_width // p)
         self.patch_in = nn.Linear(cfg.patch_dim, D)
+        if cfg.stack_context:  # the target's tokens also see the context frames' patches at their place
+            self.context_in = nn.Linear(cfg.context_frames * cfg.patch_dim, D)
         pos = get_2d_sincos_pos_embed(D, self.grid, base_size=self.grid[0], output_type="pt")  # (P,D)
         self.register_buffer("pos_emb", pos.float().reshape(1, 1, 1, -1, D), persistent=False)
         self.view_emb = nn.Parameter(torch.zeros(1, 1, cfg.num_views, 1, D))
@@ -145,10 +147,12 @@ class MultiViewDenoiser(nn.Module):
             states: (B,K,S) normalized proprio at the context frames.
         """
         frames = torch.cat([context, noisy[:, None]], dim=1)  # (B,K+1,V,3,H,W)
-        x = (
-            self.patch_in(self.patchify(frames)) + self.pos_emb + self.view_emb + self.frame_emb
-        )  # (B,F,V,P,D)
+        patches = self.patchify(frames)  # (B,F,V,P,pd)
+        x = self.patch_in(patches) + self.pos_emb + self.view_emb + self.frame_emb  # (B,F,V,P,D)
         B, F, V, P, D = x.shape
+        if self.cfg.stack_context:
+            stacked = rearrange(patches[:, :-1], "b k v p d -> b v p (k d)")  # (B,V,P,K*pd)
+            x = torch.cat([x[:, :-1], (x[:, -1] + self.context_in(stacked))[:, None]], dim=1)
         x = x.reshape(B, F, V * P, D)
         if self.cfg.joint_tokens:
             joints = self.joint_tokens(chunks, states) + self.frame_emb[:, :, 0]  # (B,F,A+S,D)

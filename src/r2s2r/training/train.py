@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from r2s2r.data.reader import ClipConfig, ClipDataset
+from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.training.checkpoint import load_checkpoint, save_checkpoint
@@ -36,7 +36,9 @@ class TrainConfig:
     output_dir: str = "outputs/train/world_model"  # checkpoints/ and logs go here
     preset: str = "small"  # tiny (tests) | small (2-core CPU, ~1 h) | base (one GPU)
     model: WorldModelConfig = field(default_factory=WorldModelConfig)  # --model.<field> overrides the preset
-    data: ClipConfig = field(default_factory=lambda: ClipConfig(future_frames=3))  # clips to train on
+    data: ClipConfig = field(  # clips to train on; frame_rate 0 = the model's (control rate / frame_stride)
+        default_factory=lambda: ClipConfig(future_frames=3, frame_rate=0)
+    )
     steps: int = 3000  # optimizer steps in total
     batch_size: int = 8  # clips per step (per process)
     grad_accum: int = 1  # micro-batches per optimizer step
@@ -120,6 +122,7 @@ def train(cfg: TrainConfig) -> Path:
     output = Path(cfg.output_dir)
     accelerator = _accelerator(cfg)
     torch.manual_seed(cfg.seed)
+    match_frame_rate(cfg.data, cfg.model.frame_stride)
     dataset = ClipDataset(cfg.data)
     if dataset.stride != cfg.model.frame_stride:
         raise ValueError(
