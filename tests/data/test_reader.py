@@ -206,10 +206,10 @@ def test_whole_episode_as_one_clip(recorded):
         ds.episode(7)
 
 
-def test_frame_rate_zero_is_for_the_model_to_fill(recorded):
-    with pytest.raises(ValueError, match="frame_rate=0 means the model's rate"):
-        ClipDataset(ClipConfig(root=recorded[0].root, frame_rate=0))
-    cfg = ClipConfig(root=recorded[0].root, frame_rate=0)
+def test_frame_rate_left_at_zero_is_the_models_or_10_hz(recorded):
+    direct = ClipDataset(ClipConfig(root=recorded[0].root))
+    assert (direct.stride, direct.cfg.clip_length) == (5, 3)  # read directly: 10 Hz, 2 context + 1 future
+    cfg = ClipConfig(root=recorded[0].root)
     match_frame_rate(cfg, frame_stride=5)
     assert cfg.frame_rate == 10  # 50 Hz / 5
     with pytest.raises(ValueError, match="frame_stride=7 control steps does not divide the dataset's 50 Hz"):

@@ -103,3 +103,13 @@ def test_frame_rate_follows_the_model_by_default(recorded, tmp_path):
     assert cfg.data.frame_rate == 0
     model = WorldModel.from_pretrained(train(cfg))
     assert cfg.data.frame_rate == 5 and model.config.chunk_dim == 10 * 14
+    assert cfg.data.future_frames == 3  # the training default
+
+
+def test_cli_flags_for_the_data_keep_the_model_rate(recorded, tmp_path):
+    """draccus rebuilds a nested config from its class defaults when one of its flags is given: those
+    defaults must still mean "the model's rate" and "3 future frames", not a fixed 10 Hz."""
+    import draccus
+
+    cfg = draccus.parse(TrainConfig, args=[f"--data.root={recorded[0].root}", "--model.frame_stride=10"])
+    assert (cfg.data.frame_rate, cfg.data.future_frames) == (0, 0)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -44,17 +44,18 @@ class ClipConfig:
     repo_id: str = "local/dataset"  # LeRobot repo id (a label only: nothing is downloaded)
     cameras: tuple[str, ...] = ()  # camera names to read; empty = every camera of the dataset
     context_frames: int = 2  # K frames the model conditions on
-    future_frames: int = 1  # frames it predicts after them
-    frame_rate: int = 10  # model frames per second; must divide the dataset's fps (0: the model's, set
-    # by r2s2r-train / r2s2r-eval-openloop from the model's frame_stride)
+    future_frames: int = 0  # frames after them (0: 3 when training, where the state head unrolls them, else 1)
+    frame_rate: int = 0  # frames per second, a divisor of the dataset's fps (0: the model's when training or
+    # evaluating one, i.e. control rate / frame_stride; 10 Hz when clips are read directly)
     decoder: str = "lerobot"  # lerobot (torchcodec, fastest here) | decord (LeRobot's decoder where it fails)
     robot: str = "aloha"  # embodiment whose action/state dims the data must match; "" skips the check
     episodes: tuple[int, ...] | None = None  # episode indices to use; None = all
 
     def __post_init__(self) -> None:
-        if self.context_frames < 1 or self.future_frames < 1:
+        if self.context_frames < 1 or self.future_frames < 0:
             raise ValueError(
-                f"context_frames={self.context_frames} and future_frames={self.future_frames} must be >= 1."
+                f"context_frames={self.context_frames} must be >= 1 and future_frames={self.future_frames} "
+                ">= 1 (or 0 for the default)."
             )
         if self.frame_rate < 0:
             raise ValueError(f"frame_rate={self.frame_rate} must be >= 1 Hz, or 0 for the model's.")
@@ -62,7 +63,7 @@ class ClipConfig:
 
     @property
     def clip_length(self) -> int:
-        return self.context_frames + self.future_frames
+        return self.context_frames + (self.future_frames or 1)
 
 
 class ClipDataset(torch.utils.data.Dataset):
@@ -80,11 +81,8 @@ class ClipDataset(torch.utils.data.Dataset):
             )
         self.meta = LeRobotDatasetMetadata(cfg.repo_id, root=self.root)
         self.fps = self.meta.fps
-        if cfg.frame_rate == 0:
-            raise ValueError(
-                "frame_rate=0 means the model's rate, which only r2s2r-train and r2s2r-eval-openloop know; "
-                "pass frame_rate in Hz (e.g. 10) when reading clips directly, or use `match_frame_rate`."
-            )
+        if cfg.frame_rate == 0 or cfg.future_frames == 0:  # defaults for clips read directly
+            cfg = self.cfg = replace(cfg, frame_rate=cfg.frame_rate or 10, future_frames=cfg.future_frames or 1)
         if self.fps % cfg.frame_rate:
             raise ValueError(
                 f"frame_rate={cfg.frame_rate} Hz does not divide the dataset's {self.fps} Hz; "

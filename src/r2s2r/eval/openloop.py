@@ -36,8 +36,7 @@ class OpenLoopConfig:
     """Which model to evaluate on which held-out episodes, and what to write."""
 
     checkpoint: str = "outputs/train/world_model/checkpoints/last/pretrained_model"  # WorldModel directory
-    data: ClipConfig = field(default_factory=lambda: ClipConfig(frame_rate=0))  # held-out dataset (root,
-    # episodes); frame_rate 0 = the model's
+    data: ClipConfig = field(default_factory=ClipConfig)  # held-out dataset (root, episodes)
     horizons: tuple[float, ...] = (1.0, 3.0, 6.0)  # seconds after the first frame at which frames are scored
     batch_size: int = 8  # episodes imagined together
     sampling_steps: int = 0  # denoising steps per frame; 0 = the model's own setting

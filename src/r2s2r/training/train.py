@@ -36,9 +36,7 @@ class TrainConfig:
     output_dir: str = "outputs/train/world_model"  # checkpoints/ and logs go here
     preset: str = "small"  # tiny (tests) | small (2-core CPU, ~1 h) | base (one GPU)
     model: WorldModelConfig = field(default_factory=WorldModelConfig)  # --model.<field> overrides the preset
-    data: ClipConfig = field(  # clips to train on; frame_rate 0 = the model's (control rate / frame_stride)
-        default_factory=lambda: ClipConfig(future_frames=3, frame_rate=0)
-    )
+    data: ClipConfig = field(default_factory=ClipConfig)  # clips to train on (at the model's frame rate)
     steps: int = 3000  # optimizer steps in total
     batch_size: int = 8  # clips per step (per process)
     grad_accum: int = 1  # micro-batches per optimizer step
@@ -123,6 +121,7 @@ def train(cfg: TrainConfig) -> Path:
     accelerator = _accelerator(cfg)
     torch.manual_seed(cfg.seed)
     match_frame_rate(cfg.data, cfg.model.frame_stride)
+    cfg.data.future_frames = cfg.data.future_frames or 3  # one is denoised, the state head unrolls all
     dataset = ClipDataset(cfg.data)
     if dataset.stride != cfg.model.frame_stride:
         raise ValueError(
