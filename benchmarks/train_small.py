@@ -158,7 +158,7 @@ def main() -> None:
     parser.add_argument("--root", default="outputs/bench", help="data, checkpoints and videos go here")
     parser.add_argument("--train_episodes", type=int, default=160)
     parser.add_argument("--heldout_episodes", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=2500)
+    parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--sampling_steps", type=int, nargs="+", default=[1, 6], help="open-loop with each")
     parser.add_argument("--out", default="benchmarks/results/train_small.json")
