@@ -56,7 +56,7 @@ def record_sets(root: Path, train_episodes: int, heldout_episodes: int) -> dict:
 @torch.no_grad()
 def _clips(model: WorldModel, root: Path, context_frames: int) -> ClipDataset:
     """Held-out clips at the model's frame rate."""
-    cfg = ClipConfig(root=str(root), cameras=model.config.cameras, context_frames=context_frames, frame_rate=0)
+    cfg = ClipConfig(root=str(root), cameras=model.config.cameras, context_frames=context_frames)
     match_frame_rate(cfg, model.config.frame_stride)
     return ClipDataset(cfg)
 

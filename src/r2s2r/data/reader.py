@@ -44,7 +44,7 @@ class ClipConfig:
     repo_id: str = "local/dataset"  # LeRobot repo id (a label only: nothing is downloaded)
     cameras: tuple[str, ...] = ()  # camera names to read; empty = every camera of the dataset
     context_frames: int = 2  # K frames the model conditions on
-    future_frames: int = 0  # frames after them (0: 3 when training, where the state head unrolls them, else 1)
+    future_frames: int = 0  # frames after them (0: 3 when training, as the state head unrolls them; else 1)
     frame_rate: int = 0  # frames per second, a divisor of the dataset's fps (0: the model's when training or
     # evaluating one, i.e. control rate / frame_stride; 10 Hz when clips are read directly)
     decoder: str = "lerobot"  # lerobot (torchcodec, fastest here) | decord (LeRobot's decoder where it fails)
@@ -82,7 +82,8 @@ class ClipDataset(torch.utils.data.Dataset):
         self.meta = LeRobotDatasetMetadata(cfg.repo_id, root=self.root)
         self.fps = self.meta.fps
         if cfg.frame_rate == 0 or cfg.future_frames == 0:  # defaults for clips read directly
-            cfg = self.cfg = replace(cfg, frame_rate=cfg.frame_rate or 10, future_frames=cfg.future_frames or 1)
+            cfg = replace(cfg, frame_rate=cfg.frame_rate or 10, future_frames=cfg.future_frames or 1)
+            self.cfg = cfg
         if self.fps % cfg.frame_rate:
             raise ValueError(
                 f"frame_rate={cfg.frame_rate} Hz does not divide the dataset's {self.fps} Hz; "

@@ -105,8 +105,8 @@ class WorldModelConfig:
         """Tests: 2 views of 32x32, 2 layers of width 32; a forward pass takes milliseconds."""
         base = dict(
             cameras=("top", "left_wrist"), image_height=32, image_width=32, patch_size=8, width=32, depth=2,
-            heads=2, latent_dim=32, head_hidden=64, ensemble=3, judge_width=8, sampling_steps=2, frame_stride=5,
-            mean_fraction=0.25,
+            heads=2, latent_dim=32, head_hidden=64, ensemble=3, judge_width=8, sampling_steps=2,
+            frame_stride=5, mean_fraction=0.25,
         )  # fmt: skip
         return cls(**{**base, **overrides})
 
