@@ -22,7 +22,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine_info, write_json  # noqa: E402
-
 from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate  # noqa: E402
 from r2s2r.model.configuration_world_model import WorldModelConfig  # noqa: E402
 from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
