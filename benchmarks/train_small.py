@@ -163,7 +163,7 @@ def main() -> None:
     parser.add_argument("--sampling_steps", type=int, nargs="+", default=[1, 6], help="open-loop with each")
     parser.add_argument("--out", default="benchmarks/results/train_small.json")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", force=True)
     root = Path(args.root)
     payload = {"benchmark": "train_small", "machine": machine_info(), "args": vars(args)}
 
