@@ -116,7 +116,7 @@ def uncertainty_check(model: WorldModel, heldout: Path, seed: int = 0) -> dict:
 
 @torch.no_grad()
 def teacher_forced(model: WorldModel, heldout: Path, clips: int = 256, seed: int = 0) -> dict:
-    """One frame (0.1 s) ahead from real context, per view: model vs copy-last, and the model fed other
+    """One model frame (0.2 s in `small`) ahead from real context, per view: model vs copy-last, and the model fed other
     clips' actions (if that scores as well, the model ignores the actions). PSNR at model resolution."""
     from r2s2r.eval.metrics import psnr
     from r2s2r.rollout.sampler import FrameSampler
@@ -205,7 +205,7 @@ def report(payload: dict) -> None:
         report_openloop(summary, steps)
     tf = payload["teacher_forced"]
     rows = [[cam, tf["model"][cam], tf["copy_last"][cam], tf["wrong_actions"][cam]] for cam in tf["model"]]
-    print_table("One frame (0.1 s) ahead from real context (PSNR dB)", ["view", "model", "copy-last",
+    print_table("One model frame ahead from real context (PSNR dB)", ["view", "model", "copy-last",
                 "model, other clips' actions"], rows)  # fmt: skip
     j, u = payload["judge_on_real"], payload["uncertainty"]
     print(
