@@ -53,7 +53,6 @@ def record_sets(root: Path, train_episodes: int, heldout_episodes: int) -> dict:
     return timings
 
 
-@torch.no_grad()
 def _clips(model: WorldModel, root: Path, context_frames: int) -> ClipDataset:
     """Held-out clips at the model's frame rate."""
     cfg = ClipConfig(root=str(root), cameras=model.config.cameras, context_frames=context_frames)
@@ -61,6 +60,7 @@ def _clips(model: WorldModel, root: Path, context_frames: int) -> ClipDataset:
     return ClipDataset(cfg)
 
 
+@torch.no_grad()
 def judge_on_real(model: WorldModel, heldout: Path) -> dict:
     """The judge on every real held-out frame: staged-reward accuracy and success precision/recall/F1."""
     ds = _clips(model, heldout, context_frames=1)
@@ -116,8 +116,8 @@ def uncertainty_check(model: WorldModel, heldout: Path, seed: int = 0) -> dict:
 
 @torch.no_grad()
 def teacher_forced(model: WorldModel, heldout: Path, clips: int = 256, seed: int = 0) -> dict:
-    """One model frame (0.2 s in `small`) ahead from real context, per view: model vs copy-last, and the model fed other
-    clips' actions (if that scores as well, the model ignores the actions). PSNR at model resolution."""
+    """One model frame (0.2 s in `small`) ahead from real context, per view: model vs copy-last, and the
+    model fed other clips' actions (if that scores as well, it ignores the actions). PSNR at model resolution."""
     from r2s2r.eval.metrics import psnr
     from r2s2r.rollout.sampler import FrameSampler
 
@@ -127,10 +127,10 @@ def teacher_forced(model: WorldModel, heldout: Path, clips: int = 256, seed: int
     picks = rng.choice(len(ds), size=min(clips, len(ds)), replace=False)
     sampler, generator = FrameSampler(model, steps=1), torch.Generator().manual_seed(seed)
     scores = {name: {c: [] for c in cfg.cameras} for name in ("model", "copy_last", "wrong_actions")}
+    K = cfg.context_frames
     for start in range(0, len(picks), 32):
         batch = torch.utils.data.default_collate([ds[int(i)] for i in picks[start : start + 32]])
         frames = model.frames(batch)  # (B,K+1,V,3,h,w)
-        K = cfg.context_frames
         context, truth = frames[:, :K], frames[:, K]
         chunks = model.norm_chunks(batch["action"])[:, :K]
         states = model.norm("state", batch["observation.state"])[:, :K]

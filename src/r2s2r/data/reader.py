@@ -74,11 +74,7 @@ class ClipDataset(torch.utils.data.Dataset):
 
         self.cfg = cfg
         self.root = Path(cfg.root)
-        if not (self.root / "meta" / "info.json").is_file():
-            raise FileNotFoundError(
-                f"no LeRobot dataset at {self.root} (meta/info.json is missing); record one with "
-                "`r2s2r-record --root=...` or point root at a dataset folder."
-            )
+        _require_dataset(self.root)
         self.meta = LeRobotDatasetMetadata(cfg.repo_id, root=self.root)
         self.fps = self.meta.fps
         if cfg.frame_rate == 0 or cfg.future_frames == 0:  # defaults for clips read directly
@@ -283,19 +279,24 @@ def match_frame_rate(cfg: ClipConfig, frame_stride: int) -> None:
     """Set `cfg.frame_rate` to `frame_stride` control steps per frame if it is 0 (the model's rate)."""
     if cfg.frame_rate:
         return
-    info = Path(cfg.root) / "meta" / "info.json"
-    if not info.is_file():
-        raise FileNotFoundError(
-            f"no LeRobot dataset at {cfg.root} (meta/info.json is missing); record one with "
-            "`r2s2r-record --root=...` or point root at a dataset folder."
-        )
-    fps = int(json.loads(info.read_text())["fps"])
+    fps = int(json.loads(_require_dataset(Path(cfg.root)).read_text())["fps"])
     if fps % frame_stride:
         raise ValueError(
             f"the model's frame_stride={frame_stride} control steps does not divide the dataset's {fps} Hz; "
             f"train a model with a stride among {', '.join(str(d) for d in _divisors(fps))}."
         )
     cfg.frame_rate = fps // frame_stride
+
+
+def _require_dataset(root: Path) -> Path:
+    """The dataset's meta/info.json, or a one-line error saying how to get a dataset there."""
+    info = root / "meta" / "info.json"
+    if not info.is_file():
+        raise FileNotFoundError(
+            f"no LeRobot dataset at {root} (meta/info.json is missing); record one with "
+            "`r2s2r-record --root=...` or point root at a dataset folder."
+        )
+    return info
 
 
 def _divisors(n: int) -> list[int]:
