@@ -117,7 +117,8 @@ def uncertainty_check(model: WorldModel, heldout: Path, seed: int = 0) -> dict:
 @torch.no_grad()
 def teacher_forced(model: WorldModel, heldout: Path, clips: int = 256, seed: int = 0) -> dict:
     """One model frame (0.2 s in `small`) ahead from real context, per view: model vs copy-last, and the
-    model fed other clips' actions (if that scores as well, it ignores the actions). PSNR at model resolution."""
+    model fed other clips' actions (if that scores as well, it ignores the actions).
+    PSNR at model resolution."""
     from r2s2r.eval.metrics import psnr
     from r2s2r.rollout.sampler import FrameSampler
 
