@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Debian packages r2s2r needs: ffmpeg (video encode/decode libraries for PyAV, torchcodec and decord)
-# and Mesa's EGL/OSMesa for MuJoCo's offscreen rendering. Installs only what is missing.
+# and Mesa's EGL/OSMesa for MuJoCo's offscreen rendering; chromium, the real browser the HTML report's test
+# opens its page in (through Playwright, whose own browser download CI cannot reach). Installs only what is
+# missing.
 set -euo pipefail
-wanted=(ffmpeg libegl1 libgl1 libosmesa6 libglib2.0-0)
+wanted=(ffmpeg libegl1 libgl1 libosmesa6 libglib2.0-0 chromium)
 missing=()
 for pkg in "${wanted[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

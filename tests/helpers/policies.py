@@ -63,3 +63,23 @@ def make_faulty(**kwargs) -> Faulty:
 
 def make_not_a_policy() -> object:
     return object()
+
+
+class Interrupted(Reach):
+    """Acts like `Reach` until its `kill_at`-th call in this process, then stops the run as Ctrl-C would."""
+
+    calls = 0  # across instances: a killed run loses its policy object too
+
+    def __init__(self, kill_at: int = -1, **kwargs):
+        super().__init__(**kwargs)
+        self.kill_at = kill_at
+
+    def select_action(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        Interrupted.calls += 1
+        if Interrupted.calls == self.kill_at:
+            raise KeyboardInterrupt
+        return super().select_action(batch)
+
+
+def make_interrupted(**kwargs) -> Interrupted:
+    return Interrupted(**kwargs)

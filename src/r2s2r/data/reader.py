@@ -245,6 +245,18 @@ class ClipDataset(torch.utils.data.Dataset):
         frames = (self.episode_length(ep) - 1) // self.stride + 1
         return self._clip(self.episodes.index(ep), 0, frames)
 
+    def start(self, ep: int) -> dict[str, torch.Tensor]:
+        """Episode `ep`'s first observation (images (3,H,W) in [0,1], state, object state) and its outcome."""
+        if ep not in self.episodes:
+            raise ValueError(f"episode {ep} is not among the episodes read from {self.root}.")
+        clip = self._clip(self.episodes.index(ep), 0, 2)
+        keys = [*self.camera_keys, "observation.state", "observation.environment_state"]
+        first = {k: clip[k][0] for k in keys if k in clip}
+        for key in ("episode_success", "episode_index"):
+            if key in clip:
+                first[key] = clip[key]
+        return first
+
     def _clip(self, k: int, start: int, T: int) -> dict[str, torch.Tensor]:
         """T frames of kept episode `k` from frame `start`, `stride` control steps apart."""
         ep, K = self.episodes[k], self.stride

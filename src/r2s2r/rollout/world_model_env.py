@@ -10,6 +10,11 @@ holds and the actions are collected into the chunk that conditions the next fram
 Each imagined step returns the judge's staged reward and success read from the imagined frames, the
 state-dynamics head's proprio, object state, reward and success, and an uncertainty (ensemble
 disagreement of the head, in normalized units). The env never calls MuJoCo.
+
+With `render=False` the env runs the state-dynamics head alone (the fast path): no frame is sampled, the
+observations carry proprio and object state but no images, and reward and success are the head's. Policies
+that read only state (scripted demonstrators, state-based checkpoints) can then be evaluated at thousands
+of episodes per minute; one that asks for a camera gets a clear error from its loader.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ class WorldModelEnv:
         device: str | torch.device = "cpu",
         sampling_steps: int | None = None,
         seed: int = 0,
+        render: bool = True,
     ):
         self.model = model.to(device).eval()
         self.cfg = model.config
@@ -37,6 +43,7 @@ class WorldModelEnv:
         self.sampler = FrameSampler(self.model, sampling_steps)
         self.generator = torch.Generator(self.device).manual_seed(seed)
         self.seed = seed
+        self.render = render  # False: state head only, no frames sampled (see the module docstring)
         self.output_size: tuple[int, int] | None = None
         self._pending: list[torch.Tensor] = []  # actions of the chunk being collected, each (B,A)
 
@@ -52,17 +59,18 @@ class WorldModelEnv:
         return self.model.frames(batch)[:, 0]
 
     def _observation(self) -> dict[str, torch.Tensor]:
+        obs = {"observation.state": self.state}
+        if self.cfg.env_state_dim:
+            obs["observation.environment_state"] = self.env_state
+        if not self.render:
+            return obs
         frame = self.context[:, -1]  # (B,V,3,h,w) the newest frame
         B, V = frame.shape[:2]
         images = F.interpolate(
             frame.flatten(0, 1), size=self.output_size, mode="bilinear", align_corners=False
         )
         images = ((images + 1) / 2).clamp(0, 1).reshape(B, V, 3, *self.output_size)
-        obs = {key: images[:, v] for v, key in enumerate(self.cfg.camera_keys)}
-        obs["observation.state"] = self.state
-        if self.cfg.env_state_dim:
-            obs["observation.environment_state"] = self.env_state
-        return obs
+        return {**{key: images[:, v] for v, key in enumerate(self.cfg.camera_keys)}, **obs}
 
     # ------------------------------------------------------------------ api
     @torch.no_grad()
@@ -98,8 +106,9 @@ class WorldModelEnv:
         """Apply (B,A) actions for one control step, or a full chunk (B,stride,A).
 
         Returns (observation, reward, done, info). `reward`/`info["success"]` are the judge's reading of the
-        newest imagined frame; `info` also has the head's predictions, `uncertainty` (B,) and `imagined`
-        (whether this call produced a new frame).
+        newest imagined frame (the head's when `render=False`), `info["success_prob"]` its confidence;
+        `info` also has the head's predictions, `uncertainty` (B,) and `imagined` (whether this call
+        produced a new frame).
         """
         actions = torch.as_tensor(actions, dtype=torch.float32, device=self.device)
         A, stride = self.cfg.action_dim, self.cfg.frame_stride
@@ -121,7 +130,13 @@ class WorldModelEnv:
         if imagined:
             self._imagine(torch.stack(self._pending, dim=1))
             self._pending = []
-        info = {"imagined": imagined, "success": self.success, "uncertainty": self.uncertainty, **self.head}
+        info = {
+            "imagined": imagined,
+            "success": self.success,
+            "success_prob": self.success_prob,
+            "uncertainty": self.uncertainty,
+            **self.head,
+        }
         return self._observation(), self.reward, torch.zeros(self.num_envs, dtype=torch.bool), info
 
     def _imagine(self, chunk: torch.Tensor) -> None:
@@ -129,25 +144,31 @@ class WorldModelEnv:
         model = self.model
         norm_chunk = model.norm_chunks(chunk)  # (B,C)
         chunks = torch.cat([self.chunks[:, 1:], norm_chunk[:, None]], dim=1)  # (B,K,C)
-        frame = self.sampler.sample(self.context, chunks, self.context_states, generator=self.generator)
         self.latent = model.state_head.step(self.latent, norm_chunk)  # (B,M,L)
         decoded = model.state_head.decode(self.latent)
         norm_state = decoded["state"].mean(dim=1)  # (B,S)
         self.state = model.unnorm("state", norm_state)
         if self.cfg.env_state_dim:
             self.env_state = model.unnorm("env", decoded["env_state"].mean(dim=1))
-        self._read(frame, decoded)
-        self.context = torch.cat([self.context[:, 1:], frame[:, None]], dim=1)
+        if self.render:
+            frame = self.sampler.sample(self.context, chunks, self.context_states, generator=self.generator)
+            self.context = torch.cat([self.context[:, 1:], frame[:, None]], dim=1)
+        self._read(self.context[:, -1], decoded)
         self.context_states = torch.cat([self.context_states[:, 1:], norm_state[:, None]], dim=1)
         self.chunks = chunks
 
     def _read(self, frame: torch.Tensor, decoded: dict[str, torch.Tensor]) -> None:
         """Outcomes of the newest frame: the judge reads the pixels, the head its latent members (B,M,·)."""
-        reward_logits, success_logit = self.model.judge(frame)
-        self.reward = reward_logits.argmax(-1).float()  # (B,) staged reward
-        self.success = success_logit > 0  # (B,)
-        self.uncertainty = self.model.state_head.disagreement(decoded)  # (B,)
+        head_prob = decoded["success_logit"].sigmoid().mean(1)  # (B,) ensemble mean
         self.head = {
             "head_reward": decoded["reward_logits"].softmax(-1).mean(1).argmax(-1).float(),
-            "head_success": decoded["success_logit"].sigmoid().mean(1) > 0.5,
+            "head_success": head_prob > 0.5,
         }
+        self.uncertainty = self.model.state_head.disagreement(decoded)  # (B,)
+        if self.render:
+            reward_logits, success_logit = self.model.judge(frame)
+            self.reward = reward_logits.argmax(-1).float()  # (B,) staged reward
+            self.success_prob = success_logit.sigmoid()  # (B,)
+        else:
+            self.reward, self.success_prob = self.head["head_reward"], head_prob
+        self.success = self.success_prob > 0.5  # (B,)

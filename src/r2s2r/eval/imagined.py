@@ -1,0 +1,327 @@
+"""Closed-loop policy evaluation inside a trained world model: thousands of imagined episodes, batched.
+
+Imagined episodes start from real first observations, the episode starts of one or more LeRobot datasets
+(the hardware logs themselves, or any other recording); each start may seed several episodes that differ
+only in sampling noise. The policy acts every control step on what `WorldModelEnv` returns, exactly as it
+would on the robot; an episode succeeds when the judge (or, with `render=False`, the state head) first says
+so, and its success step, the judge's confidence and the world model's uncertainty are kept.
+
+Episodes are grouped into fixed batches (one dataset each, in a fixed order), and batch `i` draws its noise
+from `(seed, i)`, so the results are a pure function of the config, however often the run is stopped.
+Each finished batch is appended to a JSONL file in one write; a killed run resumes after the last complete
+batch, drops a half-written line, and never counts an episode twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
+from r2s2r.eval.ranking import wilson_interval
+from r2s2r.eval.video import write_side_by_side_views
+from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.rollout.policy import Policy, PolicyConfig, check_action, load_policy
+from r2s2r.rollout.world_model_env import WorldModelEnv
+
+log = logging.getLogger(__name__)
+
+
+class PolicyError(RuntimeError):
+    """The policy raised or returned a bad action; the message names the policy and the episodes."""
+
+
+@dataclass
+class ImaginedEvalConfig:
+    """Which policy to run in which world model, from which starts, and where the results go."""
+
+    checkpoint: str = "outputs/train/world_model/checkpoints/last/pretrained_model"  # WorldModel directory
+    policy: PolicyConfig = field(default_factory=PolicyConfig)  # who acts
+    starts: tuple[str, ...] = ("outputs/datasets/transfer_cube",)  # LeRobot datasets whose episode starts
+    # seed the imagined episodes (e.g. the hardware logs of this checkpoint)
+    samples_per_start: int = 1  # imagined episodes per start, differing only in sampling noise
+    max_steps: int = 0  # control steps per episode; 0 = the length of the start's own episode
+    batch_size: int = 16  # imagined episodes stepped together
+    render: bool = True  # imagine frames (any policy); False = state head only (state-only policies, fast)
+    sampling_steps: int = 0  # denoising steps per frame; 0 = the model's own setting
+    videos: tuple[int, ...] = ()  # episode indices (of the first start dataset) to write real | imagined MP4s
+    output: str = "outputs/eval/imagined/episodes.jsonl"  # per-episode results, appended as batches finish
+    seed: int = 0  # sampling noise: batch i uses (seed, i)
+    device: str = "cpu"  # torch device of the world model and the policy's observations
+
+    def __post_init__(self) -> None:
+        self.starts = (self.starts,) if isinstance(self.starts, str) else tuple(self.starts)
+        self.videos = tuple(int(v) for v in self.videos)
+        if not self.starts:
+            raise ValueError(
+                "starts is empty; give at least one LeRobot dataset whose episode starts to use."
+            )
+        if self.samples_per_start < 1 or self.batch_size < 1 or self.max_steps < 0:
+            raise ValueError(
+                f"samples_per_start={self.samples_per_start} and batch_size={self.batch_size} must be >= 1, "
+                f"max_steps={self.max_steps} >= 0 (0: each start's episode length)."
+            )
+        if self.videos and not self.render:
+            raise ValueError("videos need imagined frames; drop --videos or set --render=true.")
+
+    def fingerprint(self) -> dict:
+        """The settings that define the results; resuming with different ones would mix two experiments."""
+        keep = ("checkpoint", "policy", "starts", "samples_per_start", "max_steps", "batch_size", "render")
+        out = {k: v for k, v in asdict(self).items() if k in keep + ("sampling_steps", "seed")}
+        out["policy"] = {"path": self.policy.path, "kwargs": self.policy.kwargs}
+        out["starts"] = [str(Path(s)) for s in self.starts]
+        return json.loads(json.dumps(out))
+
+
+@dataclass
+class _Batch:
+    index: int  # position in the fixed batch order: its noise seed
+    start: int  # which start dataset
+    units: list[tuple[int, int]]  # (episode, sample) pairs
+
+
+def _plan(starts: list[ClipDataset], cfg: ImaginedEvalConfig) -> list[_Batch]:
+    """Fixed batches: per dataset, samples outer and episodes inner, `batch_size` episodes each."""
+    batches = []
+    for d, ds in enumerate(starts):
+        units = [(ep, s) for s in range(cfg.samples_per_start) for ep in ds.episodes]
+        for i in range(0, len(units), cfg.batch_size):
+            batches.append(_Batch(len(batches), d, units[i : i + cfg.batch_size]))
+    return batches
+
+
+def _batch_seed(seed: int, index: int) -> int:
+    return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+
+
+def _labels(ds: ClipDataset) -> dict[int, dict]:
+    """Per-episode labels from the recorder's sidecar (ID/OOD, initial pose), where it exists."""
+    sidecar = ds.root / "r2s2r_recording.json"
+    if not sidecar.is_file():
+        return {}
+    return {e["episode_index"]: e for e in json.loads(sidecar.read_text())["episodes"]}
+
+
+def _open_results(path: Path, header: dict) -> set[tuple[str, int, int]]:
+    """Episodes already in `path` (start, episode, sample); writes the header to a new file.
+
+    A last line without its newline was cut by a kill mid-write: it is dropped (the whole batch reruns).
+    Resuming with other settings is refused rather than mixing two experiments in one file.
+    """
+    if not path.is_file() or path.stat().st_size == 0:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(path, json.dumps({"header": header}) + "\n")
+        return set()
+    text = path.read_text()
+    if not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+        log.warning("%s ends in a half-written line (a killed run); dropping it", path)
+        _write_atomic(path, text)
+    lines = text.splitlines()
+    try:
+        found = json.loads(lines[0])["header"]
+    except (json.JSONDecodeError, KeyError, IndexError):
+        raise ValueError(f"{path} is not an r2s2r-eval results file; pick another --output.") from None
+    if found != header:
+        diff = sorted(k for k in set(found) | set(header) if found.get(k) != header.get(k))
+        raise ValueError(
+            f"{path} holds results of other settings (differs in {diff}); use another --output or delete it."
+        )
+    done = set()
+    for line in lines[1:]:
+        row = json.loads(line)
+        done.add((row["start"], row["episode"], row["sample"]))
+    return done
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _append(path: Path, rows: list[dict]) -> None:
+    """One write per batch, flushed: a kill leaves whole batches or one cut line, never a partial row."""
+    with path.open("a") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _policy_name(cfg: PolicyConfig, policy: Policy) -> str:
+    return getattr(policy, "name", None) or cfg.path
+
+
+def run_batch(
+    env: WorldModelEnv, policy: Policy, name: str, initial: dict, steps: int, labels: list[str], seed: int
+) -> tuple[dict[str, np.ndarray], list[dict[str, torch.Tensor]]]:
+    """Play one batch of imagined episodes; per-episode outcome arrays and the imagined observations.
+
+    Raises `PolicyError` naming the policy and the episodes if the policy raises or misbehaves.
+    """
+    B, A = env.num_envs, env.cfg.action_dim
+    obs = env.reset(initial, seed=seed)
+    policy.reset()
+    frames = [obs]
+    success_step = np.full(B, -1)
+    confidence, unc_sum, unc_max, n_frames = np.zeros(B), np.zeros(B), np.zeros(B), 0
+    for t in range(steps):
+        try:
+            action = policy.select_action(obs)
+        except Exception as e:
+            raise PolicyError(f"policy {name} raised at step {t} of episodes {labels}: {e!r}") from e
+        try:
+            action = check_action(action, B, A, name, episodes=labels)
+        except ValueError as e:
+            raise PolicyError(str(e)) from None
+        obs, _, _, info = env.step(torch.from_numpy(action))
+        if not info["imagined"]:
+            continue
+        frames.append(obs)
+        n_frames += 1
+        prob = info["success_prob"].float().cpu().numpy()
+        unc = info["uncertainty"].float().cpu().numpy()
+        confidence, unc_sum, unc_max = np.maximum(confidence, prob), unc_sum + unc, np.maximum(unc_max, unc)
+        newly = info["success"].cpu().numpy() & (success_step < 0)
+        success_step[newly] = t + 1
+    outcome = {
+        "success": success_step >= 0,
+        "success_step": success_step,
+        "success_prob_max": confidence,
+        "uncertainty_mean": unc_sum / max(n_frames, 1),
+        "uncertainty_max": unc_max,
+    }
+    return outcome, frames
+
+
+def _initial(ds: ClipDataset, episodes: list[int], device: str) -> tuple[dict, list[dict]]:
+    firsts = [ds.start(ep) for ep in episodes]
+    keys = [k for k in firsts[0] if k.startswith("observation.")]
+    return {k: torch.stack([f[k] for f in firsts]).to(device) for k in keys}, firsts
+
+
+def _row(
+    ds: ClipDataset, labels: dict, ep: int, s: int, first: dict, outcome: dict, b: int, steps: int
+) -> dict:
+    label = labels.get(ep, {})
+    pose = label.get("initial_object_pose")
+    if pose is None and "observation.environment_state" in first:
+        pose = first["observation.environment_state"].tolist()
+    real = first.get("episode_success")
+    return {
+        "start": str(ds.root),
+        "episode": ep,
+        "sample": s,
+        "split": label.get("distribution", "all"),
+        "initial_xy": [round(float(v), 4) for v in pose[:2]] if pose is not None else None,
+        "real_success": bool(real) if real is not None else None,
+        "steps": steps,
+        "success": bool(outcome["success"][b]),
+        "success_step": int(outcome["success_step"][b]),
+        "success_prob_max": round(float(outcome["success_prob_max"][b]), 6),
+        "uncertainty_mean": round(float(outcome["uncertainty_mean"][b]), 5),
+        "uncertainty_max": round(float(outcome["uncertainty_max"][b]), 5),
+        "physics": None,  # the constraint checker's flags, once it exists
+    }
+
+
+def _write_video(ds: ClipDataset, ep: int, frames: list[dict], b: int, cams: list[str], path: Path) -> None:
+    """Real | imagined MP4 of one episode, both at the model's frame rate, cut to the shorter one."""
+    real = ds.episode(ep)
+    T = min(len(frames), real[cams[0]].shape[0])
+    write_side_by_side_views(
+        path,
+        {c.removeprefix("observation.images."): real[c][:T] for c in cams},
+        {
+            c.removeprefix("observation.images."): torch.stack([f[c][b].cpu() for f in frames[:T]])
+            for c in cams
+        },
+        fps=ds.fps / ds.stride,
+    )
+
+
+def evaluate_imagined(
+    cfg: ImaginedEvalConfig, model: WorldModel | None = None, policy: Policy | None = None
+) -> dict:
+    """Run `cfg.policy` closed-loop in the world model; stream episodes to `cfg.output`; return the summary.
+
+    `model` and `policy` may be passed already loaded (a Ray worker keeps one model for many policies).
+    """
+    model = model or WorldModel.from_pretrained(cfg.checkpoint, device=cfg.device)
+    policy = policy or load_policy(cfg.policy)
+    name = _policy_name(cfg.policy, policy)
+    mc = model.config
+    datasets = []
+    for root in cfg.starts:
+        clip = ClipConfig(root=root, cameras=mc.cameras, context_frames=1, future_frames=1)
+        match_frame_rate(clip, mc.frame_stride)
+        datasets.append(ClipDataset(clip))
+    out = Path(cfg.output)
+    done = _open_results(out, cfg.fingerprint())
+    batches = _plan(datasets, cfg)
+    todo = [b for b in batches if any((str(datasets[b.start].root), *u) not in done for u in b.units)]
+    total = sum(len(b.units) for b in batches)
+    bar = tqdm(
+        total=total, initial=total - sum(len(b.units) for b in todo), desc=f"imagined {name}", unit="ep"
+    )
+    env = None
+    for batch in todo:
+        ds, labels = datasets[batch.start], _labels(datasets[batch.start])
+        episodes = [ep for ep, _ in batch.units]
+        steps = cfg.max_steps or max(ds.episode_length(ep) for ep in episodes)
+        if env is None or env.num_envs != len(episodes):
+            env = WorldModelEnv(
+                model, len(episodes), cfg.device, cfg.sampling_steps or None, cfg.seed, render=cfg.render
+            )
+        initial, firsts = _initial(ds, episodes, cfg.device)
+        tags = [f"{ep}.{s}" for ep, s in batch.units]
+        outcome, frames = run_batch(
+            env, policy, name, initial, steps, tags, _batch_seed(cfg.seed, batch.index)
+        )
+        rows = [
+            _row(ds, labels, ep, s, firsts[b], outcome, b, steps)
+            for b, (ep, s) in enumerate(batch.units)
+            if (str(ds.root), ep, s) not in done
+        ]
+        for b, (ep, s) in enumerate(batch.units):
+            if batch.start == 0 and s == 0 and ep in cfg.videos:
+                video = out.parent / "videos" / f"episode_{ep:06d}.mp4"
+                _write_video(ds, ep, frames, b, mc.camera_keys, video)
+        _append(out, rows)
+        bar.update(len(batch.units))
+    bar.close()
+    summary = summarize(read_results(out))
+    summary.update(policy=name, checkpoint=cfg.checkpoint, results=str(out))
+    _write_atomic(out.with_name("summary.json"), json.dumps(summary, indent=1))
+    return summary
+
+
+def read_results(path: str | Path) -> list[dict]:
+    """The per-episode rows of a results file (header dropped)."""
+    lines = Path(path).read_text().splitlines()
+    return [json.loads(line) for line in lines[1:] if line.strip()]
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Imagined success rate with a Wilson 95 % interval, overall and per ID/OOD split."""
+    out = {}
+    for split in ["all"] + sorted({r["split"] for r in rows} - {"all"}):
+        sel = [r for r in rows if split in ("all", r["split"])]
+        k, n = sum(r["success"] for r in sel), len(sel)
+        lo, hi = wilson_interval(k, n)
+        out[split] = {"successes": k, "trials": n, "rate": k / n if n else None, "ci": [lo, hi]}
+    return out
+
+
+def results_digest(path: str | Path) -> str:
+    """SHA-256 of the results rows in a canonical order: equal for equal results however they were run."""
+    rows = sorted(read_results(path), key=lambda r: (r["start"], r["episode"], r["sample"]))
+    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
