@@ -1,0 +1,69 @@
+"""r2s2r-rank: rank policy checkpoints in a world model and compare with their hardware logs.
+
+Examples:
+    r2s2r-rank --checkpoint=outputs/train/demo/checkpoints/last/pretrained_model --logs_dir=outputs/logs
+    r2s2r-rank --checkpoint=... --logs_dir=hw_logs --policies=zoo.yaml --samples_per_start=4 --workers=2
+    r2s2r-rank --checkpoint=... --logs_dir=... --noise_floor_dir=hw_logs_rerun  # real-vs-real floor
+
+`logs_dir` holds one LeRobot dataset per checkpoint (`<logs_dir>/<name>/`), each with per-frame success
+labels (`next.success`) and, where known, ID/OOD labels (the recorder's). The policy of each comes from the
+manifest, a YAML/JSON file such as
+
+    nominal: {path: r2s2r.robots.demonstrators:make_demonstrator, kwargs: {skill: nominal}, family: scripted}
+    act_2000: {path: outputs/act/step_2000, family: act}
+
+or, for logs recorded by r2s2r-record, from the recording itself. Each policy runs in imagination from its
+own logs' episode starts. Prints, per checkpoint, real vs imagined success (all / ID / OOD), then Pearson,
+Spearman and Kendall with bootstrap intervals, MMRV (SIMPLER's convention), pairwise ordering accuracy and
+calibration; writes <output_dir>/rank.json and report.html. A policy that fails is reported and skipped.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from r2s2r.eval.rank import RankConfig, rank
+from r2s2r.scripts import cli
+
+
+def _rate(entry: dict | None) -> str:
+    return f"{100 * entry['rate']:5.1f}" if entry else "    -"
+
+
+def format_rank(payload: dict) -> str:
+    lines = [f"{'policy':24s} {'family':10s} {'real':>6s} {'imag':>6s}  {'ID r/i':>13s}  {'OOD r/i':>13s}"]
+    for p in sorted(payload["policies"], key=lambda p: -p["real"]["all"]["rate"]):
+        r, i = p["real"], p["imagined"]
+        lines.append(
+            f"{p['name'][:24]:24s} {p['family'][:10]:10s} {_rate(r['all'])} {_rate(i['all'])}  "
+            f"{_rate(r.get('id'))}/{_rate(i.get('id'))}  {_rate(r.get('ood'))}/{_rate(i.get('ood'))}"
+        )
+    for split, m in payload["metrics"].items():
+        v = lambda d: "n/a" if d["value"] is None else f"{d['value']:.2f}"  # noqa: E731
+        pairs = m["pairwise_accuracy"]
+        gap = next(k for k in pairs if k != "all")
+        lines.append(
+            f"[{split}] n={m['n']} Pearson {v(m['pearson'])} Spearman {v(m['spearman'])} Kendall "
+            f"{v(m['kendall'])} MMRV {m['mmrv']:.3f} pairwise {v(pairs['all'])} ({gap}: {v(pairs[gap])}) "
+            f"calibration MAE {m['calibration']['mae_points']:.1f} pts"
+        )
+    for f in payload["failed"]:
+        lines.append(f"FAILED {f['name']}: {f['error']}")
+    return "\n".join(lines)
+
+
+def rank_main(cfg: RankConfig) -> int:
+    payload = rank(cfg)
+    print(format_rank(payload))
+    print(
+        f"\nwrote {cfg.output_dir}/rank.json" + (f" and {cfg.output_dir}/report.html" if cfg.report else "")
+    )
+    return 1 if payload["failed"] else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.run(RankConfig, rank_main, __doc__, argv, prog="r2s2r-rank")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
