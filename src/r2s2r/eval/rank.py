@@ -165,7 +165,7 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
-def _rates(rows: list[dict], key: str) -> dict:
+def success_rates(rows: list[dict], key: str) -> dict:
     """Success per split with Wilson intervals; `key` is 'success' (imagined) or 'real_success'."""
     out = {}
     for split in SPLITS:
@@ -199,8 +199,8 @@ def _policy_result(entry: Entry, rows: list[dict], videos: list[tuple[int, str]]
         "name": entry.name,
         "family": entry.family,
         "policy": {"path": entry.policy.path, "kwargs": entry.policy.kwargs},
-        "real": _rates(starts, "real_success"),
-        "imagined": _rates(rows, "success"),
+        "real": success_rates(starts, "real_success"),
+        "imagined": success_rates(rows, "success"),
         "episodes": episodes,
         "videos": [
             {"episode": ep, "label": label, "path": str(folder / "videos" / f"episode_{ep:06d}.mp4")}
@@ -210,7 +210,7 @@ def _policy_result(entry: Entry, rows: list[dict], videos: list[tuple[int, str]]
     }
 
 
-def _metrics(real: dict[str, dict], other: dict[str, dict], n_boot: int, seed: int) -> dict:
+def ranking_metrics(real: dict[str, dict], other: dict[str, dict], n_boot: int, seed: int) -> dict:
     """Ranking statistics per split between two success-rate tables (policy -> split -> entry)."""
     out = {}
     for split in SPLITS:
@@ -239,8 +239,8 @@ def _noise_floor(cfg: RankConfig, real: dict[str, dict]) -> dict | None:
             {"split": labels.get(r["episode"], "all"), "real_success": r["success"]}
             for r in read_log_outcomes(root)
         ]
-        second[name] = _rates(rows, "real_success")
-    return _metrics(real, second, cfg.n_boot, cfg.seed)
+        second[name] = success_rates(rows, "real_success")
+    return ranking_metrics(real, second, cfg.n_boot, cfg.seed)
 
 
 def _sidecar_splits(root: Path) -> dict[int, str]:
@@ -294,7 +294,7 @@ def rank(cfg: RankConfig) -> dict:
         "settings": {"samples_per_start": cfg.samples_per_start, "render": cfg.render, "seed": cfg.seed},
         "policies": policies,
         "failed": [{"name": e.name, "error": e.error} for e in entries if e.error],
-        "metrics": _metrics(real, imagined, cfg.n_boot, cfg.seed),
+        "metrics": ranking_metrics(real, imagined, cfg.n_boot, cfg.seed),
         "noise_floor": _noise_floor(cfg, real),
     }
     out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,210 @@
+"""Rank a zoo of policy checkpoints in the world model and compare with their reference-world logs.
+
+The realistic case, end to end:
+  1. the zoo: scripted demonstrators at several skill settings (one family) and LeRobot ACT checkpoints
+     saved along one training run on demonstrator data (the learned family, `benchmarks/zoo_act.py`);
+  2. "hardware logs": each policy recorded in the reference world, `--per_split` ID + `--per_split` OOD
+     episodes, as LeRobot datasets (new seeds: none of these episodes is in the world model's training data);
+  3. the noise floor: a second, independent reference-world run of every policy (new seeds, not rendered),
+     ranked against the logs with the same statistics;
+  4. `r2s2r-rank` in the world model trained by `benchmarks/train_small.py`, from the logs' episode starts,
+     on the state head's fast path (`--samples` imagined episodes per start) and, with `--video_samples`,
+     on the video path with the judge reading imagined frames;
+  5. the ranking table and metrics vs the targets (Spearman >= 0.9 ID and OOD, pairwise accuracy >= 90 %,
+     calibration MAE <= 10 points), the HTML report, and benchmarks/results/rank.json.
+
+Every stage resumes: recordings and imagined evaluations continue where they stopped.
+
+Usage:
+    python benchmarks/rank.py                               # 50 + 50 logged episodes per policy (hours)
+    python benchmarks/rank.py --per_split 10 --samples 10   # the CPU-sized run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's GL)
+from common import machine_info, print_table, write_json  # noqa: E402
+
+# isort: split
+from r2s2r.data.recorder import RecordConfig, evaluate, record  # noqa: E402
+from r2s2r.eval.rank import RankConfig, rank, ranking_metrics, success_rates  # noqa: E402
+from r2s2r.robots.aloha import WorldConfig  # noqa: E402
+from r2s2r.rollout.policy import PolicyConfig  # noqa: E402
+
+DEMONSTRATOR = "r2s2r.robots.demonstrators:make_demonstrator"
+# The scripted family, from clean to clumsy (success over 20 mixed episodes, seed 11, in brackets):
+SCRIPTED = {
+    "nominal": {"skill": "nominal"},  # (100 %)
+    "noisy": {"skill": "noisy"},  # (~90 %)
+    "noisy_noretry": {"skill": "noisy", "max_retries": 0},  # (80 %)
+    "wobbly": {"skill": "nominal", "joint_noise": 0.03},  # (70 %)
+    "offset_y": {"skill": "nominal", "grasp_offset_y": 0.012, "max_retries": 0},  # (65 %)
+    "retrying_noretry": {"skill": "retrying", "max_retries": 0},  # (60 %)
+    "sloppy": {"skill": "sloppy"},  # (~30 %)
+}
+
+
+def zoo(act_dir: Path) -> dict[str, dict]:
+    """name -> {path, kwargs, family}: the scripted family and every ACT checkpoint under `act_dir`."""
+    out = {name: {"path": DEMONSTRATOR, "kwargs": kw, "family": "scripted"} for name, kw in SCRIPTED.items()}
+    for ckpt in sorted(act_dir.glob("step_*"), key=lambda p: int(p.name.split("_")[1])):
+        if (ckpt / "config.json").is_file():
+            out[f"act_{ckpt.name}"] = {"path": str(ckpt.resolve()), "kwargs": {}, "family": "act"}
+    return out
+
+
+def record_logs(policies: dict, out: Path, per_split: int, workers: int) -> float:
+    """Each policy's 'hardware logs': per_split ID + per_split OOD rendered episodes, as a LeRobot dataset."""
+    start = time.perf_counter()
+    for i, (name, spec) in enumerate(policies.items()):
+        cfg = RecordConfig(
+            root=str(out / "logs" / name), num_episodes=2 * per_split, distribution="mixed", seed=3000 + i,
+            workers=workers, world=WorldConfig(num_envs=5),
+            policy=PolicyConfig(path=spec["path"], kwargs=spec["kwargs"]),
+        )  # fmt: skip
+        summary = record(cfg)
+        print(f"logs {name}: {summary.successes}/{summary.num_episodes} succeeded", flush=True)
+    return time.perf_counter() - start
+
+
+def second_run(policies: dict, per_split: int) -> dict[str, dict]:
+    """An independent reference-world run of every policy (new seeds, no rendering): real rates per split."""
+    rates = {}
+    for i, (name, spec) in enumerate(policies.items()):
+        cfg = RecordConfig(
+            num_episodes=2 * per_split, distribution="mixed", seed=7000 + i,
+            world=WorldConfig(num_envs=10, cameras=()),
+            policy=PolicyConfig(path=spec["path"], kwargs=spec["kwargs"]),
+        )  # fmt: skip
+        labels = evaluate(cfg, render=False)
+        rates[name] = success_rates(
+            [{"split": e["distribution"], "real_success": e["success"]} for e in labels], "real_success"
+        )
+    return rates
+
+
+def table(payload: dict) -> list[list]:
+    rows = []
+    for p in sorted(payload["policies"], key=lambda p: -p["real"]["all"]["rate"]):
+        r, i = p["real"], p["imagined"]
+        rows.append([
+            p["name"], p["family"],
+            *(f"{100 * r[s]['rate']:.0f} / {100 * i[s]['rate']:.0f}" for s in ("all", "id", "ood")),
+        ])  # fmt: skip
+    return rows
+
+
+def _both(ours, theirs) -> str:
+    fmt = lambda v: "n/a" if v is None else f"{v:.2f}"  # noqa: E731
+    return f"{fmt(ours)} ({fmt(theirs)})"
+
+
+def metric_rows(metrics: dict, floor: dict | None) -> list[list]:
+    """Per split: our statistic (the noise floor's in brackets)."""
+    getters = [
+        lambda x: x["spearman"]["value"], lambda x: x["kendall"]["value"], lambda x: x["pearson"]["value"],
+        lambda x: x["mmrv"], lambda x: x["pairwise_accuracy"]["all"]["value"],
+        lambda x: x["pairwise_accuracy"]["gap_15"]["value"], lambda x: x["calibration"]["mae_points"],
+    ]  # fmt: skip
+    rows = []
+    for split, m in metrics.items():
+        f = (floor or {}).get(split)
+        rows.append([split, m["n"], *(_both(get(m), get(f) if f else None) for get in getters)])
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--per_split", type=int, default=50, help="logged ID (and OOD) episodes per policy")
+    parser.add_argument(
+        "--samples", type=int, default=20, help="imagined episodes per start, state-head path"
+    )
+    parser.add_argument("--video_samples", type=int, default=1, help="per start on the video path; 0 = skip")
+    parser.add_argument(
+        "--world_model", default="outputs/bench/train_small/checkpoints/last/pretrained_model"
+    )
+    parser.add_argument("--act_dir", default="outputs/bench/zoo/act", help="ACT checkpoints (zoo_act.py)")
+    parser.add_argument("--output_dir", default="outputs/bench/rank")
+    parser.add_argument("--workers", type=int, default=2, help="recording processes and Ray workers")
+    args = parser.parse_args()
+    out = Path(args.output_dir)
+    policies = zoo(Path(args.act_dir))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "zoo.json").write_text(json.dumps(policies, indent=1))
+    record_s = record_logs(policies, out, args.per_split, args.workers)
+
+    start = time.perf_counter()
+    floor_rates = second_run(policies, args.per_split)
+    floor_s = time.perf_counter() - start
+
+    results = {}
+    paths = [("state_head", False, args.samples)] + (
+        [("video", True, args.video_samples)] * bool(args.video_samples)
+    )
+    for label, render, samples in paths:
+        start = time.perf_counter()
+        payload = rank(
+            RankConfig(
+                checkpoint=args.world_model, logs_dir=str(out / "logs"), policies=str(out / "zoo.json"),
+                samples_per_start=samples, render=render, batch_size=20, workers=args.workers,
+                output_dir=str(out / label), videos=2 if render else 0,
+            )
+        )  # fmt: skip
+        seconds = time.perf_counter() - start
+        real = {p["name"]: p["real"] for p in payload["policies"]}
+        floor = ranking_metrics(real, {n: floor_rates[n] for n in real}, 2000, 0)
+        payload["noise_floor"] = floor
+        (out / label / "rank.json").write_text(json.dumps(payload, indent=1))
+        from r2s2r.eval.report import write_report
+
+        report = write_report(out / label / "rank.json")
+        episodes = sum(p["imagined"]["all"]["trials"] for p in payload["policies"])
+        print_table(
+            f"{label}: real / imagined success (%), {samples} imagined per logged start",
+            ["policy", "family", "all", "ID", "OOD"], table(payload),
+        )  # fmt: skip
+        print_table(
+            f"{label}: ranking vs the logs (in brackets: a second real run vs the logs, the noise floor)",
+            ["split", "n", "Spearman", "Kendall", "Pearson", "MMRV", "pairwise", "pairs >=15pt", "MAE"],
+            metric_rows(payload["metrics"], floor),
+        )  # fmt: skip
+        print(f"{label}: {episodes} imagined episodes in {seconds:.0f} s; report {report}")
+        results[label] = {
+            "seconds": seconds,
+            "imagined_episodes": episodes,
+            "episodes_per_s": episodes / seconds,
+            "failed": payload["failed"],
+            "metrics": payload["metrics"],
+            "noise_floor": floor,
+            "policies": [
+                {k: p[k] for k in ("name", "family", "real", "imagined")} for p in payload["policies"]
+            ],
+        }
+    write_json(
+        Path(__file__).parent / "results" / "rank.json",
+        {
+            "machine": machine_info(),
+            "settings": vars(args),
+            "record_logs_s": record_s,
+            "second_run_s": floor_s,
+            "zoo": policies,
+            "results": results,
+            "targets": {"spearman": 0.9, "pairwise_accuracy": 0.9, "calibration_mae_points": 10},
+        },
+    )
+
+
+if __name__ == "__main__":
+    np.set_printoptions(precision=3)
+    main()
