@@ -18,18 +18,23 @@ $(STAMP): pyproject.toml requirements/lock.txt tools/install_system_deps.sh
 
 setup: $(STAMP)
 
-# The main job: record a little reference-world data (three views), train a world model briefly, replay
-# held-out episodes in it, print the scores and where the side-by-side videos are. Re-running resumes.
+# The main job: record "hardware logs" of three scripted policies of different skill in the reference world
+# (2 ID + 2 OOD episodes each, three views), replay them open-loop in the world model committed under
+# assets/ (trained by benchmarks/train_small.py), evaluate each policy closed-loop in it from its logs'
+# episode starts, rank the policies against the logs, and write the HTML report. Re-running resumes.
 DEMO := outputs/demo
+WORLD_MODEL ?= assets/world_model_small
+DEMO_POLICIES := nominal noisy sloppy
 demo: setup
-	$(BIN)/r2s2r-record --root=$(DEMO)/data/train --num_episodes=8 --distribution=mixed --workers=2 \
-		--policy.kwargs='{skill: mix}'
-	$(BIN)/r2s2r-record --root=$(DEMO)/data/heldout --num_episodes=2 --distribution=mixed --seed=1 \
-		--policy.kwargs='{skill: mix}'
-	$(BIN)/r2s2r-train --data.root=$(DEMO)/data/train --output_dir=$(DEMO)/train --steps=150 --save_every=50 \
-		$(if $(wildcard $(DEMO)/train/checkpoints/last),--resume=true)
-	$(BIN)/r2s2r-eval-openloop --checkpoint=$(DEMO)/train/checkpoints/last/pretrained_model \
-		--data.root=$(DEMO)/data/heldout --sampling_steps=1 --videos=2 --output_dir=$(DEMO)/openloop
+	for skill in $(DEMO_POLICIES); do \
+		$(BIN)/r2s2r-record --root=$(DEMO)/logs/$$skill --num_episodes=4 --distribution=mixed --seed=1 \
+			--workers=2 --world.num_envs=2 --policy.kwargs="{skill: $$skill}" || exit 1; \
+	done
+	$(BIN)/r2s2r-eval-openloop --checkpoint=$(WORLD_MODEL) --data.root=$(DEMO)/logs/nominal \
+		--sampling_steps=1 --videos=1 --output_dir=$(DEMO)/openloop
+	$(BIN)/r2s2r-rank --checkpoint=$(WORLD_MODEL) --logs_dir=$(DEMO)/logs --samples_per_start=2 \
+		--sampling_steps=1 --batch_size=8 --output_dir=$(DEMO)/rank
+	@echo "report: $(DEMO)/rank/report.html"
 
 test: setup
 	$(BIN)/pytest -q -m "not slow and not gpu"

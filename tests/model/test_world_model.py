@@ -199,3 +199,13 @@ def test_stacked_context_reaches_its_own_patch_without_attention(stack_context):
         assert change[0, 1, :, 8:16, 16:24].min() > 0  # that patch changes ...
         change[0, 1, :, 8:16, 16:24] = 0
     assert change.max() == 0  # ... and nothing else does
+
+
+def test_committed_demo_checkpoint_still_loads():
+    """The checkpoint the demo starts from (assets/) must load into today's code with today's small preset."""
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "assets" / "world_model_small"
+    model = WorldModel.from_pretrained(path, config=WorldModelConfig.small())
+    assert model.state_mean.dtype == torch.float32 and model.state_std.min() >= 1e-2  # stats came along
+    assert next(model.denoiser.parameters()).dtype == torch.float32  # float16 on disk, float32 in memory
