@@ -136,3 +136,27 @@ def test_state_only_fast_path_and_video(recorded, checkpoint, tmp_path):
     with av.open(str(video)) as container:
         assert sum(1 for _ in container.decode(video=0)) == 5  # the start + 4 imagined frames at 10 Hz
     assert json.loads((tmp_path / "v" / "summary.json").read_text())["all"]["trials"] == 2
+
+
+def test_eval_cli_prints_rates_and_explains_itself(recorded, checkpoint, tmp_path, capsys):
+    from r2s2r.scripts.eval import main
+
+    out = tmp_path / "cli" / "episodes.jsonl"
+    flags = [
+        f"--checkpoint={checkpoint}",
+        f"--starts=[{recorded[0].root}]",
+        "--max_steps=10",
+        f"--output={out}",
+    ]
+    assert main([*flags, "--policy.path=helpers.policies:make_reach", "--samples_per_start=2"]) == 0
+    printed = capsys.readouterr().out
+    rows = read_results(out)
+    k = sum(r["success"] for r in rows)
+    assert f"all  {100 * k / 4:5.1f} % ({k}/4)" in printed and "id " in printed and "ood " in printed
+    assert (
+        main([*flags, "--policy.path=helpers.policies:make_reach", "--samples_per_start=3"]) == 2
+    )  # other settings
+    assert "holds results of other settings" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "--samples_per_start" in capsys.readouterr().out
