@@ -53,12 +53,14 @@ SCRIPTED = {
 }
 
 
-def zoo(act_dir: Path) -> dict[str, dict]:
-    """name -> {path, kwargs, family}: the scripted family and every ACT checkpoint under `act_dir`."""
+def zoo(act_dir: Path, act_steps: list[int]) -> dict[str, dict]:
+    """name -> {path, kwargs, family}: the scripted family and the ACT checkpoints of `act_steps`."""
     out = {name: {"path": DEMONSTRATOR, "kwargs": kw, "family": "scripted"} for name, kw in SCRIPTED.items()}
-    for ckpt in sorted(act_dir.glob("step_*"), key=lambda p: int(p.name.split("_")[1])):
-        if (ckpt / "config.json").is_file():
-            out[f"act_{ckpt.name}"] = {"path": str(ckpt.resolve()), "kwargs": {}, "family": "act"}
+    for step in act_steps:
+        ckpt = act_dir / f"step_{step}"
+        if not (ckpt / "config.json").is_file():
+            raise FileNotFoundError(f"no ACT checkpoint {ckpt}; train it with benchmarks/zoo_act.py first.")
+        out[f"act_{ckpt.name}"] = {"path": str(ckpt.resolve()), "kwargs": {}, "family": "act"}
     return out
 
 
@@ -135,17 +137,21 @@ def main() -> None:
         "--world_model", default="outputs/bench/train_small/checkpoints/last/pretrained_model"
     )
     parser.add_argument("--act_dir", default="outputs/bench/zoo/act", help="ACT checkpoints (zoo_act.py)")
+    parser.add_argument(
+        "--act_steps", default="1000,2000,3000,8000", help="which ACT checkpoints join the zoo"
+    )
+    parser.add_argument("--floor_per_split", type=int, default=50, help="episodes per split, second real run")
     parser.add_argument("--output_dir", default="outputs/bench/rank")
     parser.add_argument("--workers", type=int, default=2, help="recording processes and Ray workers")
     args = parser.parse_args()
     out = Path(args.output_dir)
-    policies = zoo(Path(args.act_dir))
+    policies = zoo(Path(args.act_dir), [int(s) for s in args.act_steps.split(",")])
     out.mkdir(parents=True, exist_ok=True)
     (out / "zoo.json").write_text(json.dumps(policies, indent=1))
     record_s = record_logs(policies, out, args.per_split, args.workers)
 
     start = time.perf_counter()
-    floor_rates = second_run(policies, args.per_split)
+    floor_rates = second_run(policies, args.floor_per_split)
     floor_s = time.perf_counter() - start
 
     results = {}
