@@ -133,6 +133,7 @@ def main() -> None:
         "--samples", type=int, default=20, help="imagined episodes per start, state-head path"
     )
     parser.add_argument("--video_samples", type=int, default=1, help="per start on the video path; 0 = skip")
+    parser.add_argument("--sampling_steps", type=int, default=1, help="denoising steps per imagined frame")
     parser.add_argument(
         "--world_model", default="outputs/bench/train_small/checkpoints/last/pretrained_model"
     )
@@ -164,6 +165,7 @@ def main() -> None:
             RankConfig(
                 checkpoint=args.world_model, logs_dir=str(out / "logs"), policies=str(out / "zoo.json"),
                 samples_per_start=samples, render=render, batch_size=20, workers=args.workers,
+                sampling_steps=args.sampling_steps if render else 0,
                 output_dir=str(out / label), videos=2 if render else 0,
             )
         )  # fmt: skip

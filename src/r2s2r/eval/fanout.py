@@ -16,6 +16,7 @@ import os
 import sys
 
 import torch
+from tqdm.auto import tqdm
 
 from r2s2r.eval.imagined import ImaginedEvalConfig, evaluate_imagined
 from r2s2r.model.modeling_world_model import WorldModel
@@ -74,4 +75,5 @@ def evaluate_many(configs: list[ImaginedEvalConfig], workers: int = 0) -> list[d
     threads = max(1, (os.cpu_count() or 1) // workers)
     actor = ray.remote(num_cpus=1)(_Worker)
     pool = ActorPool([actor.remote(checkpoint, device, threads, list(sys.path)) for _ in range(workers)])
-    return list(pool.map(lambda a, cfg: a.run.remote(cfg), configs))  # map keeps the configs' order
+    results = pool.map(lambda a, cfg: a.run.remote(cfg), configs)  # map keeps the configs' order
+    return list(tqdm(results, total=len(configs), desc=f"policies on {workers} Ray workers", unit="policy"))
