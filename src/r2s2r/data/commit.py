@@ -64,6 +64,12 @@ def read_commit(root: Path) -> dict[str, Any] | None:
         ) from None
 
 
+def episode_labels(root: Path) -> dict[int, dict[str, Any]]:
+    """Per-episode labels (ID/OOD, initial pose, success ...) of an r2s2r recording; {} for other datasets."""
+    commit = read_commit(Path(root))
+    return {e["episode_index"]: e for e in commit["episodes"]} if commit else {}
+
+
 def restore_commit(root: Path, commit: dict[str, Any]) -> list[str]:
     """Roll the dataset back to `commit`: delete files written after it, restore its metadata.
 

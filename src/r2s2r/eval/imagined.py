@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from r2s2r.data.commit import atomic_write_text, episode_labels
 from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
 from r2s2r.eval.ranking import wilson_interval
 from r2s2r.eval.video import write_side_by_side_views
@@ -102,14 +103,6 @@ def _batch_seed(seed: int, index: int) -> int:
     return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
 
 
-def _labels(ds: ClipDataset) -> dict[int, dict]:
-    """Per-episode labels from the recorder's sidecar (ID/OOD, initial pose), where it exists."""
-    sidecar = ds.root / "r2s2r_recording.json"
-    if not sidecar.is_file():
-        return {}
-    return {e["episode_index"]: e for e in json.loads(sidecar.read_text())["episodes"]}
-
-
 def _open_results(path: Path, header: dict) -> set[tuple[str, int, int]]:
     """Episodes already in `path` (start, episode, sample); writes the header to a new file.
 
@@ -118,13 +111,13 @@ def _open_results(path: Path, header: dict) -> set[tuple[str, int, int]]:
     """
     if not path.is_file() or path.stat().st_size == 0:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, json.dumps({"header": header}) + "\n")
+        atomic_write_text(path, json.dumps({"header": header}) + "\n")
         return set()
     text = path.read_text()
     if not text.endswith("\n"):
         text = text[: text.rfind("\n") + 1]
         log.warning("%s ends in a half-written line (a killed run); dropping it", path)
-        _write_atomic(path, text)
+        atomic_write_text(path, text)
     lines = text.splitlines()
     try:
         found = json.loads(lines[0])["header"]
@@ -140,12 +133,6 @@ def _open_results(path: Path, header: dict) -> set[tuple[str, int, int]]:
         row = json.loads(line)
         done.add((row["start"], row["episode"], row["sample"]))
     return done
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def _append(path: Path, rows: list[dict]) -> None:
@@ -272,9 +259,10 @@ def evaluate_imagined(
     bar = tqdm(
         total=total, initial=total - sum(len(b.units) for b in todo), desc=f"imagined {name}", unit="ep"
     )
+    labels_of = [episode_labels(ds.root) for ds in datasets]
     env = None
     for batch in todo:
-        ds, labels = datasets[batch.start], _labels(datasets[batch.start])
+        ds, labels = datasets[batch.start], labels_of[batch.start]
         episodes = [ep for ep, _ in batch.units]
         steps = cfg.max_steps or max(ds.episode_length(ep) for ep in episodes)
         if env is None or env.num_envs != len(episodes):
@@ -300,7 +288,7 @@ def evaluate_imagined(
     bar.close()
     summary = summarize(read_results(out))
     summary.update(policy=name, checkpoint=cfg.checkpoint, results=str(out))
-    _write_atomic(out.with_name("summary.json"), json.dumps(summary, indent=1))
+    atomic_write_text(out.with_name("summary.json"), json.dumps(summary, indent=1))
     return summary
 
 
@@ -310,15 +298,24 @@ def read_results(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in lines[1:] if line.strip()]
 
 
+SPLITS = ("all", "id", "ood")
+
+
+def success_rates(rows: list[dict], key: str = "success") -> dict:
+    """Success per split with Wilson 95 % intervals; `key` is 'success' (imagined) or 'real_success'."""
+    out = {}
+    for split in SPLITS:
+        sel = [r for r in rows if split in ("all", r["split"])]
+        if not sel:
+            continue
+        k, n = int(sum(bool(r[key]) for r in sel)), len(sel)
+        out[split] = {"successes": k, "trials": n, "rate": k / n, "ci": list(wilson_interval(k, n))}
+    return out
+
+
 def summarize(rows: list[dict]) -> dict:
     """Imagined success rate with a Wilson 95 % interval, overall and per ID/OOD split."""
-    out = {}
-    for split in ["all"] + sorted({r["split"] for r in rows} - {"all"}):
-        sel = [r for r in rows if split in ("all", r["split"])]
-        k, n = sum(r["success"] for r in sel), len(sel)
-        lo, hi = wilson_interval(k, n)
-        out[split] = {"successes": k, "trials": n, "rate": k / n if n else None, "ci": [lo, hi]}
-    return out
+    return success_rates(rows, "success")
 
 
 def results_digest(path: str | Path) -> str:

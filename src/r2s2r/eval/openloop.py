@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from r2s2r.data.commit import episode_labels
 from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
 from r2s2r.eval.metrics import psnr, ssim
 from r2s2r.eval.video import write_side_by_side_views
@@ -53,11 +54,8 @@ class OpenLoopConfig:
 
 def _splits(root: Path, episodes: list[int]) -> dict[int, str]:
     """ID/OOD label of each episode from the recorder's sidecar; 'all' where none is known."""
-    sidecar = root / "r2s2r_recording.json"
-    labels = {}
-    if sidecar.is_file():
-        labels = {e["episode_index"]: e["distribution"] for e in json.loads(sidecar.read_text())["episodes"]}
-    return {ep: labels.get(ep, "all") for ep in episodes}
+    labels = episode_labels(root)
+    return {ep: labels.get(ep, {}).get("distribution", "all") for ep in episodes}
 
 
 def _model_res(model: WorldModel, video: torch.Tensor) -> torch.Tensor:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,13 +26,13 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from r2s2r.data.commit import atomic_write_text, episode_labels, read_commit
 from r2s2r.eval.fanout import evaluate_many
-from r2s2r.eval.imagined import ImaginedEvalConfig, read_results
-from r2s2r.eval.ranking import compare, wilson_interval
+from r2s2r.eval.imagined import SPLITS, ImaginedEvalConfig, read_results, success_rates
+from r2s2r.eval.ranking import compare
 from r2s2r.rollout.policy import PolicyConfig
 
 log = logging.getLogger(__name__)
-SPLITS = ("all", "id", "ood")
 NEAR_MISS_REWARD = 2  # a failure that lifted the cube (staged reward >= 2 of 4) came near
 
 
@@ -104,9 +103,9 @@ def discover(cfg: RankConfig) -> list[Entry]:
     entries = []
     for folder in sorted(p for p in root.iterdir() if (p / "meta" / "info.json").is_file()):
         spec = manifest.get(folder.name)
-        sidecar = folder / "r2s2r_recording.json"
-        if spec is None and sidecar.is_file():
-            rec = json.loads(sidecar.read_text())["config"]
+        recording = read_commit(folder)
+        if spec is None and recording is not None:
+            rec = recording["config"]
             spec = {"path": rec["policy_path"], "kwargs": rec["policy_kwargs"]}
         if spec is None:
             fix = f"add '{folder.name}: {{path: ...}}' to the --policies manifest"
@@ -163,18 +162,6 @@ def choose_videos(real: list[dict], count: int) -> list[tuple[int, str]]:
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-
-
-def success_rates(rows: list[dict], key: str) -> dict:
-    """Success per split with Wilson intervals; `key` is 'success' (imagined) or 'real_success'."""
-    out = {}
-    for split in SPLITS:
-        sel = [r for r in rows if split in ("all", r["split"])]
-        if not sel:
-            continue
-        k, n = int(sum(bool(r[key]) for r in sel)), len(sel)
-        out[split] = {"successes": k, "trials": n, "rate": k / n, "ci": list(wilson_interval(k, n))}
-    return out
 
 
 def _policy_result(entry: Entry, rows: list[dict], videos: list[tuple[int, str]], out: Path) -> dict:
@@ -234,20 +221,13 @@ def _noise_floor(cfg: RankConfig, real: dict[str, dict]) -> dict | None:
         root = Path(cfg.noise_floor_dir) / name
         if not (root / "meta" / "info.json").is_file():
             raise FileNotFoundError(f"noise_floor_dir has no second run of '{name}' ({root}).")
-        labels = _sidecar_splits(root)
+        labels = episode_labels(root)
         rows = [
-            {"split": labels.get(r["episode"], "all"), "real_success": r["success"]}
+            {"split": labels.get(r["episode"], {}).get("distribution", "all"), "real_success": r["success"]}
             for r in read_log_outcomes(root)
         ]
         second[name] = success_rates(rows, "real_success")
     return ranking_metrics(real, second, cfg.n_boot, cfg.seed)
-
-
-def _sidecar_splits(root: Path) -> dict[int, str]:
-    sidecar = root / "r2s2r_recording.json"
-    if not sidecar.is_file():
-        return {}
-    return {e["episode_index"]: e["distribution"] for e in json.loads(sidecar.read_text())["episodes"]}
 
 
 def rank(cfg: RankConfig) -> dict:
@@ -298,9 +278,7 @@ def rank(cfg: RankConfig) -> dict:
         "noise_floor": _noise_floor(cfg, real),
     }
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "rank.json.tmp"
-    tmp.write_text(json.dumps(payload, indent=1))
-    os.replace(tmp, out / "rank.json")
+    atomic_write_text(out / "rank.json", json.dumps(payload, indent=1))
     if cfg.report and policies:
         from r2s2r.eval.report import write_report
 

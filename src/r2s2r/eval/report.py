@@ -27,6 +27,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from r2s2r.data.commit import atomic_write_text
+
 SPLITS = {"all": "all", "id": "ID", "ood": "OOD"}  # key in rank.json -> heading
 MARKERS = {"all": "s", "id": "o", "ood": "^"}  # scatter marker per split
 VIDEO_MIME = {".mp4": "video/mp4", ".m4v": "video/mp4", ".webm": "video/webm"}
@@ -408,11 +410,5 @@ def write_report(rank_json: str | os.PathLike, output: str | os.PathLike | None 
         f"<body>{''.join(body)}</body></html>\n"
     )
     output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.name}.tmp")
-    try:
-        tmp.write_text(page, encoding="utf-8")
-        os.replace(tmp, output)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_write_text(output, page)
     return output
