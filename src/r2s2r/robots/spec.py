@@ -3,7 +3,7 @@
 A spec names the joints of the action/state vector, their limits (with where each limit comes from), the
 gripper convention, the cameras and the control rate. The world model projects actions and proprio through
 per-embodiment layers keyed by `EmbodimentSpec.name`, the recorder checks actions against `action_dim`, and
-the physics checker (later) reads the limits from here.
+the physics checker (`robots/checker.py`) reads the limits from here.
 
 The ALOHA spec is read from gym-aloha's MJCF rather than typed by hand, so it cannot drift from the model
 that plays "reality".
@@ -15,13 +15,34 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-# Interbotix publishes the ViperX 300 6DOF description as vx300s.urdf.xacro; every arm joint there carries
-# `<limit velocity="${pi}">`. gym-aloha's MJCF has no velocity limits, so this is the one number we add.
-VX300S_ARM_VELOCITY_LIMIT = math.pi
-VX300S_VELOCITY_SOURCE = (
-    "Interbotix interbotix_xsarm_descriptions/urdf/vx300s.urdf.xacro: <limit velocity='${pi}'> on every arm "
-    "joint; the normalized gripper channel has no published velocity limit (inf)"
+# Velocity and acceleration limits. Interbotix publishes `<limit velocity="${pi}">` for every ViperX 300s arm
+# joint (vx300s.urdf.xacro), but gym-aloha's MJCF enforces no velocity limit and its stiff position servos
+# move faster: the demonstrators' recordings reach 20 rad/s averaged over 0.1 s, and single 20 ms steps
+# reach 50 rad/s when contacts kick a joint. The limits below are therefore the envelope of the robot we
+# actually model: per joint, the largest |velocity| and |acceleration| averaged over LIMIT_WINDOW seconds in
+# the 160 training episodes of benchmarks/train_small.py's dataset, times 1.25 (printed by
+# `python benchmarks/checker.py --calibrate`). A trajectory faster than this is faster than the reference
+# robot ever moved under its own servos.
+LIMIT_WINDOW = 0.1  # s over which velocities and accelerations are averaged (the world model's frame period)
+# fmt: off
+ALOHA_VELOCITY_LIMITS = (
+    1.7, 15.6, 21.3, 22.9, 12.0, 25.4, 10.3,  # left: waist ... wrist_rotate (rad/s), gripper (units/s)
+    30.1, 11.5, 9.0, 20.1, 19.7, 25.8, 14.4,  # right
 )
+ALOHA_ACCELERATION_LIMITS = (
+    21.4, 180.4, 304.3, 219.1, 143.6, 271.1, 177.4,  # left (rad/s^2; gripper units/s^2)
+    335.0, 142.1, 78.4, 228.5, 226.4, 293.6, 170.4,  # right
+)
+# fmt: on
+ALOHA_LIMIT_SOURCE = (
+    "envelope of the reference world's training recordings: max over 160 episodes of |dq|, |d2q| averaged "
+    "over 0.1 s, x1.25 (benchmarks/checker.py --calibrate); the Interbotix datasheet's pi rad/s is exceeded "
+    "by gym-aloha's servos"
+)
+# The normalized gripper state: 0 closed, 1 open by convention, but gym-aloha's soft finger limits
+# (solimp="2 1 0.01") let the fingers squeeze or spring past them under contact. -0.466 is where the two
+# fingers meet (finger position 0); recordings reach 1.85 when a grasp springs open, 2.0 bounds that.
+ALOHA_GRIPPER_STATE_RANGE = (-0.47, 2.0)
 
 
 @dataclass(frozen=True)
@@ -37,18 +58,27 @@ class EmbodimentSpec:
     position_lower: tuple[float, ...]  # lower position limit per dimension (rad; gripper in its own units)
     position_upper: tuple[float, ...]  # upper position limit per dimension
     position_source: str  # where the position limits come from
-    velocity_limits: tuple[float, ...]  # max |velocity| per dimension (rad/s; gripper units/s)
-    velocity_source: str  # where the velocity limits come from
+    velocity_limits: tuple[
+        float, ...
+    ]  # max |velocity| per dimension over limit_window (rad/s; gripper units/s)
+    velocity_source: str  # where the velocity (and acceleration) limits come from
     gripper_indices: tuple[int, ...]  # dimensions that are grippers
     gripper_convention: str  # what a gripper value means
     cameras: tuple[str, ...]  # every camera the robot (or its model) has
     default_cameras: tuple[str, ...]  # the cameras recorded and modelled unless told otherwise
     control_hz: int  # rate at which actions are sent
     model_xml: str | None = None  # MJCF for forward kinematics, when one exists
+    acceleration_limits: tuple[
+        float, ...
+    ] = ()  # max |acceleration| per dimension over limit_window; () = none
+    limit_window: float = LIMIT_WINDOW  # s over which velocity and acceleration limits are averaged
+    gripper_state_range: tuple[float, float] = (0.0, 1.0)  # what a gripper *state* can read (commands: 0..1)
 
     def __post_init__(self) -> None:
         n = len(self.joint_names)
-        for field in ("position_lower", "position_upper", "velocity_limits"):
+        if not self.acceleration_limits:
+            object.__setattr__(self, "acceleration_limits", (math.inf,) * n)
+        for field in ("position_lower", "position_upper", "velocity_limits", "acceleration_limits"):
             if len(getattr(self, field)) != n:
                 raise ValueError(
                     f"EmbodimentSpec '{self.name}': {field} has {len(getattr(self, field))} entries "
@@ -83,19 +113,17 @@ def aloha_spec(model_xml: str | Path | None = None) -> EmbodimentSpec:
     model = mujoco.MjModel.from_xml_path(str(xml))
     arm_joints = ("waist", "shoulder", "elbow", "forearm_roll", "wrist_angle", "wrist_rotate")
 
-    names, lower, upper, vel = [], [], [], []
+    names, lower, upper = [], [], []
     for side in ("left", "right"):
         for joint in arm_joints:
             lo, hi = model.joint(f"vx300s_{side}/{joint}").range
             names.append(f"{side}_{joint}")
             lower.append(float(lo))
             upper.append(float(hi))
-            vel.append(VX300S_ARM_VELOCITY_LIMIT)
         # The gripper action is gym-aloha's normalized finger opening: 0 closed, 1 open.
         names.append(f"{side}_gripper")
         lower.append(0.0)
         upper.append(1.0)
-        vel.append(math.inf)
 
     cameras = tuple(model.camera(i).name for i in range(model.ncam))
     return EmbodimentSpec(
@@ -104,8 +132,8 @@ def aloha_spec(model_xml: str | Path | None = None) -> EmbodimentSpec:
         position_lower=tuple(lower),
         position_upper=tuple(upper),
         position_source=f"joint ranges of {xml.name} (gym-aloha MJCF); grippers 0..1 by convention",
-        velocity_limits=tuple(vel),
-        velocity_source=VX300S_VELOCITY_SOURCE,
+        velocity_limits=ALOHA_VELOCITY_LIMITS,
+        velocity_source=ALOHA_LIMIT_SOURCE,
         gripper_indices=(6, 13),
         gripper_convention=(
             "normalized finger opening, 0 = closed, 1 = open (gym-aloha PUPPET_GRIPPER_POSITION_CLOSE/OPEN)"
@@ -114,6 +142,8 @@ def aloha_spec(model_xml: str | Path | None = None) -> EmbodimentSpec:
         default_cameras=("top", "left_wrist", "right_wrist"),
         control_hz=int(round(1.0 / constants.DT)),
         model_xml=str(xml),
+        acceleration_limits=ALOHA_ACCELERATION_LIMITS,
+        gripper_state_range=ALOHA_GRIPPER_STATE_RANGE,
     )
 
 
