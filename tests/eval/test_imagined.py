@@ -19,6 +19,7 @@ from r2s2r.eval.imagined import (
 )
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.robots.checker import VIOLATIONS
 from r2s2r.rollout.policy import PolicyConfig
 
 
@@ -62,6 +63,11 @@ def test_results_rows_summary_and_determinism(recorded, checkpoint, tmp_path):
             if r["success"]
             else r["success_step"] == -1
         )
+    for r in rows:  # physics flags: frames flagged per known type, and the first flagged control step
+        assert set(r["physics"]) <= set(VIOLATIONS) and all(n > 0 for n in r["physics"].values())
+        assert (r["physics_step"] > 0) == bool(r["physics"]) and r["physics_step"] <= 10
+    flagged = sum(bool(r["physics"]) for r in rows) / 6
+    assert summary["all"]["physics_flagged"] == pytest.approx(flagged)
     # samples of one start differ only in noise, so their confidences differ; a rerun is identical
     assert rows[0]["success_prob_max"] != rows[2]["success_prob_max"]
     evaluate_imagined(_cfg(recorded, checkpoint, tmp_path / "b"))

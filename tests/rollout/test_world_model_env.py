@@ -8,6 +8,7 @@ from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.robots.checker import VIOLATIONS
 from r2s2r.rollout.world_model_env import WorldModelEnv
 
 
@@ -86,3 +87,20 @@ def test_bad_input(model, start):
         env.step(torch.zeros(2, 7))
     with pytest.raises(ValueError, match="NaN"):
         env.step(torch.full((2, 14), float("nan")))
+
+
+def test_physics_flags_on_imagined_frames(model, start):
+    """A commanded waist beyond +-pi is flagged on the frame it conditions, counted once per frame."""
+    env = WorldModelEnv(model, num_envs=2, seed=0)
+    env.reset(start)
+    col = VIOLATIONS.index("joint_position")
+    chunk = start["observation.state"][:, None].repeat(1, 5, 1)  # (B,5,14) hold still ...
+    chunk[0, 2, 0] = 3.5  # ... except env 0's left waist target at one control step
+    _, _, _, info = env.step(chunk)
+    assert info["violations"].shape == (2, len(VIOLATIONS)) and info["violations"].dtype == torch.bool
+    assert bool(info["violations"][0, col])
+    counts = env.violation_counts
+    assert counts[0, col] == 1 and counts[1, col] == int(info["violations"][1, col])
+    off = WorldModelEnv(model, num_envs=2, seed=0, check_physics=False)
+    off.reset(start)
+    assert not off.step(chunk)[3]["violations"].any()

@@ -4,7 +4,8 @@ Imagined episodes start from real first observations, the episode starts of one 
 (the hardware logs themselves, or any other recording); each start may seed several episodes that differ
 only in sampling noise. The policy acts every control step on what `WorldModelEnv` returns, exactly as it
 would on the robot; an episode succeeds when the judge (or, with `render=False`, the state head) first says
-so, and its success step, the judge's confidence and the world model's uncertainty are kept.
+so, and its success step, the judge's confidence, the world model's uncertainty and the physics
+checker's flags (per violation type, frames flagged; first flagged step) are kept.
 
 Episodes are grouped into fixed batches (one dataset each, in a fixed order), and batch `i` draws its noise
 from `(seed, i)`, so the results are a pure function of the config, however often the run is stopped.
@@ -30,10 +31,14 @@ from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
 from r2s2r.eval.ranking import wilson_interval
 from r2s2r.eval.video import write_side_by_side_views
 from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.robots.checker import VIOLATIONS
 from r2s2r.rollout.policy import Policy, PolicyConfig, check_action, load_policy
 from r2s2r.rollout.world_model_env import WorldModelEnv
 
 log = logging.getLogger(__name__)
+
+
+ROWS_VERSION = 2
 
 
 class PolicyError(RuntimeError):
@@ -79,6 +84,7 @@ class ImaginedEvalConfig:
         out = {k: v for k, v in asdict(self).items() if k in keep + ("sampling_steps", "seed")}
         out["policy"] = {"path": self.policy.path, "kwargs": self.policy.kwargs}
         out["starts"] = [str(Path(s)) for s in self.starts]
+        out["rows"] = ROWS_VERSION  # what a row holds (2: physics flags)
         return json.loads(json.dumps(out))
 
 
@@ -158,7 +164,7 @@ def run_batch(
     obs = env.reset(initial, seed=seed)
     policy.reset()
     frames = [obs]
-    success_step = np.full(B, -1)
+    success_step, physics_step = np.full(B, -1), np.full(B, -1)
     confidence, unc_sum, unc_max, n_frames = np.zeros(B), np.zeros(B), np.zeros(B), 0
     for t in range(steps):
         try:
@@ -179,12 +185,16 @@ def run_batch(
         confidence, unc_sum, unc_max = np.maximum(confidence, prob), unc_sum + unc, np.maximum(unc_max, unc)
         newly = info["success"].cpu().numpy() & (success_step < 0)
         success_step[newly] = t + 1
+        flagged = info["violations"].cpu().numpy().any(1) & (physics_step < 0)
+        physics_step[flagged] = t + 1
     outcome = {
         "success": success_step >= 0,
         "success_step": success_step,
         "success_prob_max": confidence,
         "uncertainty_mean": unc_sum / max(n_frames, 1),
         "uncertainty_max": unc_max,
+        "physics": env.violation_counts.cpu().numpy(),  # (B,K) flagged frames per violation type
+        "physics_step": physics_step,
     }
     return outcome, frames
 
@@ -216,7 +226,9 @@ def _row(
         "success_prob_max": round(float(outcome["success_prob_max"][b]), 6),
         "uncertainty_mean": round(float(outcome["uncertainty_mean"][b]), 5),
         "uncertainty_max": round(float(outcome["uncertainty_max"][b]), 5),
-        "physics": None,  # the constraint checker's flags, once it exists
+        # The physics checker's flagged imagined frames per violation type, and the first flagged step.
+        "physics": {t: int(n) for t, n in zip(VIOLATIONS, outcome["physics"][b], strict=True) if n},
+        "physics_step": int(outcome["physics_step"][b]),
     }
 
 
@@ -314,8 +326,13 @@ def success_rates(rows: list[dict], key: str = "success") -> dict:
 
 
 def summarize(rows: list[dict]) -> dict:
-    """Imagined success rate with a Wilson 95 % interval, overall and per ID/OOD split."""
-    return success_rates(rows, "success")
+    """Imagined success rate with a Wilson 95 % interval, overall and per ID/OOD split, and the share of
+    episodes the physics checker flagged (`physics_flagged`)."""
+    out = success_rates(rows, "success")
+    for split, rate in out.items():
+        sel = [r for r in rows if split in ("all", r["split"])]
+        rate["physics_flagged"] = sum(bool(r.get("physics")) for r in sel) / len(sel)
+    return out
 
 
 def results_digest(path: str | Path) -> str:

@@ -28,7 +28,7 @@ import yaml
 
 from r2s2r.data.commit import atomic_write_text, episode_labels, read_commit
 from r2s2r.eval.fanout import evaluate_many
-from r2s2r.eval.imagined import SPLITS, ImaginedEvalConfig, read_results, success_rates
+from r2s2r.eval.imagined import SPLITS, ImaginedEvalConfig, read_results, success_rates, summarize
 from r2s2r.eval.ranking import compare
 from r2s2r.rollout.policy import PolicyConfig
 
@@ -187,7 +187,7 @@ def _policy_result(entry: Entry, rows: list[dict], videos: list[tuple[int, str]]
         "family": entry.family,
         "policy": {"path": entry.policy.path, "kwargs": entry.policy.kwargs},
         "real": success_rates(starts, "real_success"),
-        "imagined": success_rates(rows, "success"),
+        "imagined": summarize(rows),
         "episodes": episodes,
         "videos": [
             {"episode": ep, "label": label, "path": str(folder / "videos" / f"episode_{ep:06d}.mp4")}

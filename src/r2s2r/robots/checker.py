@@ -55,6 +55,7 @@ VIOLATIONS = (
     "object_unpushed",
 )
 ROBOT_VIOLATIONS = VIOLATIONS[:6]  # those that need no object state
+_COL = {t: k for k, t in enumerate(VIOLATIONS)}
 GRAVITY = 9.81
 
 
@@ -199,7 +200,8 @@ class PhysicsChecker:
 
     def resting_height(self, k: int, quat: np.ndarray) -> np.ndarray:
         """Height (...) of object k's origin when its lowest corner is on the table; quats (...,4) wxyz."""
-        w, x, y, z = np.moveaxis(quat / np.linalg.norm(quat, axis=-1, keepdims=True), -1, 0)
+        norm = np.maximum(np.linalg.norm(quat, axis=-1, keepdims=True), 1e-9)  # predicted quats drift
+        w, x, y, z = np.moveaxis(quat / norm, -1, 0)
         row_z = np.stack(
             [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], axis=-1
         )  # R[2,:]
@@ -246,10 +248,38 @@ class PhysicsChecker:
         return {"table_depth": table_depth, "arm_depth": arm_depth, "tcp": tcp}
 
     # ------------------------------------------------------------------ the check
+    def commands(self, actions) -> np.ndarray:
+        """(...,K) violations of commanded targets (...,A): arm joints past their range, grippers past 0..1.
+
+        Commands get no margin: a proposed action outside the robot's range is refused as it stands.
+        """
+        a = _as_numpy(actions)
+        if a.shape[-1] != self.spec.action_dim or not np.isfinite(a).all():
+            raise ValueError(
+                f"actions have shape {a.shape} (need (..., {self.spec.action_dim})) or hold NaN/inf."
+            )
+        flags = np.zeros(a.shape[:-1] + (len(VIOLATIONS),), dtype=bool)
+        arm, grip, m = self.arm, self.grippers, self.cfg.gripper_command_margin
+        flags[..., _COL["joint_position"]] = (
+            (a[..., arm] < self.lower[arm]) | (a[..., arm] > self.upper[arm])
+        ).any(-1)
+        flags[..., _COL["gripper_range"]] = ((a[..., grip] < -m) | (a[..., grip] > 1 + m)).any(-1)
+        return flags
+
     def check(
-        self, states, dt: float, actions=None, env_states=None, collisions: bool | None = None
+        self,
+        states,
+        dt: float,
+        actions=None,
+        env_states=None,
+        collisions: bool | None = None,
+        geometry: dict[str, np.ndarray] | None = None,
     ) -> Violations:
-        """Violations of states (B,T,S) sampled every `dt` s; actions (B,T,A), env_states (B,T,7n) if any."""
+        """Violations of states (B,T,S) sampled every `dt` s; actions (B,T,A), env_states (B,T,7n) if any.
+
+        `geometry` may pass `self.geometry` of the same (B*T) states, computed earlier (a streaming caller
+        keeps it per step instead of recomputing a window).
+        """
         q = _as_numpy(states)
         if q.ndim != 3 or q.shape[-1] != self.spec.state_dim:
             raise ValueError(
@@ -272,16 +302,13 @@ class PhysicsChecker:
         cfg = self.cfg
         B, T, _ = q.shape
         flags = np.zeros((B, T, len(VIOLATIONS)), dtype=bool)
-        col = {t: k for k, t in enumerate(VIOLATIONS)}
+        col = _COL
         arm, grip = self.arm, self.grippers
 
         lo, hi = self.lower[arm] - cfg.position_margin, self.upper[arm] + cfg.position_margin
         flags[..., col["joint_position"]] = ((q[..., arm] < lo) | (q[..., arm] > hi)).any(-1)
-        if a is not None:  # a commanded target beyond the range is refused whatever the margin
-            beyond = (a[..., arm] < self.lower[arm]) | (a[..., arm] > self.upper[arm])
-            flags[..., col["joint_position"]] |= beyond.any(-1)
-            m = cfg.gripper_command_margin
-            flags[..., col["gripper_range"]] |= ((a[..., grip] < -m) | (a[..., grip] > 1 + m)).any(-1)
+        if a is not None:
+            flags |= self.commands(a)
         glo, ghi = np.array(self.spec.gripper_state_range).T
         flags[..., col["gripper_range"]] |= ((q[..., grip] < glo) | (q[..., grip] > ghi)).any(-1)
         # Velocities and accelerations averaged over the spec's window (k steps), as its limits are.
@@ -296,7 +323,7 @@ class PhysicsChecker:
 
         run_collisions = cfg.collisions if collisions is None else collisions
         if run_collisions or e is not None:
-            geo = self.geometry(q.reshape(B * T, -1), collisions=run_collisions)
+            geo = geometry or self.geometry(q.reshape(B * T, -1), collisions=run_collisions)
             if run_collisions:
                 flags[..., col["arm_table_collision"]] = (geo["table_depth"] > cfg.collision_depth).reshape(
                     B, T

@@ -11,6 +11,11 @@ Each imagined step returns the judge's staged reward and success read from the i
 state-dynamics head's proprio, object state, reward and success, and an uncertainty (ensemble
 disagreement of the head, in normalized units). The env never calls MuJoCo.
 
+Every imagined frame is checked by the physics checker (`robots/checker.py`) over the last few seconds
+of imagined proprio and object state and the commanded chunk: `info["violations"]` (B,K) flags, per type
+of `VIOLATIONS`, what the newest frame broke (an acceleration is known one frame late, once the next
+state is in), and `violation_counts` keeps the flagged frames per type since `reset`.
+
 With `render=False` the env runs the state-dynamics head alone (the fast path): no frame is sampled, the
 observations carry proprio and object state but no images, and reward and success are the head's. Policies
 that read only state (scripted demonstrators, state-based checkpoints) can then be evaluated at thousands
@@ -19,10 +24,13 @@ of episodes per minute; one that asks for a camera gets a clear error from its l
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.robots.checker import VIOLATIONS, PhysicsChecker
+from r2s2r.robots.spec import robot_spec
 from r2s2r.rollout.sampler import FrameSampler
 
 
@@ -35,6 +43,7 @@ class WorldModelEnv:
         sampling_steps: int | None = None,
         seed: int = 0,
         render: bool = True,
+        check_physics: bool = True,
     ):
         self.model = model.to(device).eval()
         self.cfg = model.config
@@ -46,6 +55,9 @@ class WorldModelEnv:
         self.render = render  # False: state head only, no frames sampled (see the module docstring)
         self.output_size: tuple[int, int] | None = None
         self._pending: list[torch.Tensor] = []  # actions of the chunk being collected, each (B,A)
+        spec = robot_spec(self.cfg.robot)
+        self.checker = PhysicsChecker(spec) if check_physics else None
+        self.frame_dt = self.cfg.frame_stride / spec.control_hz  # seconds between imagined frames
 
     # ------------------------------------------------------------------ helpers
     def _model_frames(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -99,6 +111,11 @@ class WorldModelEnv:
         self._read(frame, self.model.state_head.decode(self.latent))
         self._pending = []
         self.t = 0
+        self._history: list[tuple[np.ndarray, np.ndarray, dict]] = []  # per frame: state, env, geometry
+        self.violations = torch.zeros(self.num_envs, len(VIOLATIONS), dtype=torch.bool)
+        self.violation_counts = torch.zeros(self.num_envs, len(VIOLATIONS), dtype=torch.long)
+        self._check(None)  # the real start: history for the first imagined frames, not counted
+        self.violation_counts.zero_()
         return self._observation()
 
     @torch.no_grad()
@@ -132,6 +149,7 @@ class WorldModelEnv:
             self._pending = []
         info = {
             "imagined": imagined,
+            "violations": self.violations,
             "success": self.success,
             "success_prob": self.success_prob,
             "uncertainty": self.uncertainty,
@@ -156,6 +174,36 @@ class WorldModelEnv:
         self._read(self.context[:, -1], decoded)
         self.context_states = torch.cat([self.context_states[:, 1:], norm_state[:, None]], dim=1)
         self.chunks = chunks
+        self._check(chunk)
+
+    HISTORY_FRAMES = 30  # frames (3 s at 10 Hz) of imagined state the checker looks back over
+
+    def _check(self, chunk: torch.Tensor | None) -> None:
+        """Physics flags of the newest frame, from the recent imagined states and the commanded chunk."""
+        if self.checker is None:
+            return
+        state = self.state.cpu().numpy().astype(np.float64)
+        width = self.env_state.shape[-1]
+        has_objects = self.cfg.env_state_dim > 0 and width > 0 and width % 7 == 0  # 7-D poses per object
+        env = self.env_state.cpu().numpy().astype(np.float64) if has_objects else None
+        self._history.append((state, env, self.checker.geometry(state)))
+        self._history = self._history[-self.HISTORY_FRAMES :]
+        B, T = self.num_envs, len(self._history)
+        states = np.stack([h[0] for h in self._history], axis=1)  # (B,T,S)
+        known = all(h[1] is not None for h in self._history)  # object state from the start on
+        envs = np.stack([h[1] for h in self._history], axis=1) if known else None
+        geometry = {
+            key: np.stack([h[2][key] for h in self._history], axis=1).reshape(B * T, *state_shape)
+            for key, state_shape in (("table_depth", ()), ("arm_depth", ()), ("tcp", (2, 3)))
+        }  # per (B*T) state, as PhysicsChecker.check wants it
+        flags = self.checker.check(states, self.frame_dt, env_states=envs, geometry=geometry).flags
+        newest = flags[:, -1].copy()  # (B,K)
+        acc = VIOLATIONS.index("joint_acceleration")
+        newest[:, acc] = flags[:, -2, acc] if T >= 3 else False  # centred on the frame before
+        if chunk is not None:
+            newest |= self.checker.commands(chunk.cpu().numpy()).any(axis=1)
+        self.violations = torch.from_numpy(newest)
+        self.violation_counts += self.violations.long()
 
     def _read(self, frame: torch.Tensor, decoded: dict[str, torch.Tensor]) -> None:
         """Outcomes of the newest frame: the judge reads the pixels, the head its latent members (B,M,·)."""
