@@ -84,7 +84,7 @@ def test_joint_limits(checker):
 
 def test_gripper_state_and_commands(checker):
     states, _ = still()
-    states[0, 5:, 6] = 2.3  # springs open beyond the 2.0 a gripper state can read, and stays there
+    states[0, 5:, 6] = 2.3  # springs open beyond the 2.1 a gripper state can read, and stays there
     out = fired(checker, states)
     assert out["gripper_range"] == list(range(5, T)) and out["joint_velocity"] == [5]  # 22 units/s > 10.3
     states, _ = still()
@@ -127,6 +127,9 @@ def test_object_rules(checker):
     states, env = still()
     env[0, 10:, 0] = -0.5  # a 0.6 m jump in 0.1 s (6 m/s), still over the table
     assert fired(checker, states, env)["object_teleport"] == [10]
+    states, env = still()
+    env[0, 10:, 0] = 0.25  # 15 cm in one 0.1 s frame: slower than a flung cube, but nothing touched it
+    assert fired(checker, states, env) == {"object_teleport": [10], "object_unpushed": [10]}
 
     states, env = still()
     env[0, 10:16, 0] = 0.1 + 0.03 * np.arange(1, 7)  # slides off at 0.3 m/s with nothing touching it

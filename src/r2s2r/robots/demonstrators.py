@@ -369,6 +369,14 @@ class ScriptedDemonstrator:
         words = np.frombuffer(np.asarray(env_state, dtype=np.float32).tobytes(), dtype=np.uint32)
         return np.random.default_rng([self.seed, *words.tolist()])
 
+    def reseed(self, seed: int) -> None:
+        """Draw the rest of the running episodes' randomness (grasp errors, timing, wobble) from `seed`.
+
+        The action search calls this on copies of the policy to get its own alternative plans.
+        """
+        for i, script in enumerate(self.scripts or []):
+            script.rng = np.random.default_rng([self.seed, int(seed), i])
+
     @torch.no_grad()
     def select_action(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Joint-position targets (B,14) float32 for every env, one control step of each script."""

@@ -40,9 +40,10 @@ ALOHA_LIMIT_SOURCE = (
     "by gym-aloha's servos"
 )
 # The normalized gripper state: 0 closed, 1 open by convention, but gym-aloha's soft finger limits
-# (solimp="2 1 0.01") let the fingers squeeze or spring past them under contact. -0.466 is where the two
-# fingers meet (finger position 0); recordings reach 1.85 when a grasp springs open, 2.0 bounds that.
-ALOHA_GRIPPER_STATE_RANGE = (-0.47, 2.0)
+# (solimp="2 1 0.01") let the fingers squeeze or spring far past them under contact: the recordings reach
+# -0.70 (finger position -9 mm: the fingers pressed through each other) and 1.85 (a grasp springing
+# open). The range is that envelope, widened by a quarter of the 0..1 span at each end.
+ALOHA_GRIPPER_STATE_RANGE = (-0.95, 2.1)
 
 
 @dataclass(frozen=True)

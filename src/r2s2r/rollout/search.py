@@ -1,0 +1,356 @@
+"""Inference-time action search around a base policy: propose, imagine, check, score, act, replan.
+
+`SearchPolicy` wraps any policy and is itself a policy (`reset()`, `select_action(batch)`), so it runs
+wherever one does: the recorder, the imagined evaluation, `r2s2r-search`. Every `replan_every` control steps
+it decides, for each env of the batch:
+
+1. **propose**: the base policy's own plan for the next `horizon` model frames, imagined closed-loop with the
+   state-dynamics head (a copy of the policy acts on imagined observations, so the real one is untouched);
+   re-seeded copies of the base add its own alternative plans when it has a `reseed(seed)` method (the
+   scripted demonstrators do); Gaussian offsets on the plan's joint targets (constant over each model
+   frame) fill the rest, up to `num_candidates`, and CEM refits their mean and spread to the best ones over
+   `iterations` rounds;
+2. **simulate** every candidate with the state-dynamics head in one batch, never decoding pixels;
+3. **evaluate**: score = predicted progress (staged reward) + success - uncertainty (ensemble
+   disagreement) - physics violations of the predicted trajectory (`robots/checker.py`); a candidate
+   whose commands leave the robot's joint or gripper range is never chosen; the best `recheck_top` are
+   imagined again with the video model, read by the judge and checked, and re-ranked on that;
+4. **act**: between decisions each control step sends the base policy's action *at that step* (it still
+   sees the real observations) plus the chosen candidate's offset for that step, clipped to the joint and
+   gripper ranges, and replans.
+
+With `num_candidates=1` the policy is the base policy, unchanged. Decisions are deterministic for a seed:
+decision d of the e-th episode batch since construction draws its noise from (seed, e, d); a
+`time_budget` stops CEM rounds early, so results then depend on the machine's speed.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.robots.checker import PhysicsChecker
+from r2s2r.robots.spec import robot_spec
+from r2s2r.rollout.policy import Policy, PolicyConfig, load_policy
+from r2s2r.rollout.world_model_env import WorldModelEnv
+
+
+@dataclass
+class SearchConfig:
+    """How the search proposes, simulates and scores candidate action chunks."""
+
+    checkpoint: str = "assets/world_model_small"  # WorldModel directory that imagines the candidates
+    num_candidates: int = 16  # N chunks scored per decision and round; 1 = the base policy, unchanged
+    horizon: int = 2  # model frames (frame_stride control steps each) a candidate is imagined ahead
+    replan_every: int = 0  # control steps between decisions; 0 = one model frame (frame_stride)
+    iterations: int = 2  # CEM rounds after the first: each refits the offsets to the best candidates
+    elite_frac: float = 0.25  # share of a round's candidates the next round is fitted to
+    policy_samples: int = 3  # candidates from re-seeded copies of the base (if it has reseed(seed))
+    arm_noise: float = 0.05  # rad: initial std of the offsets on arm joint targets
+    gripper_noise: float = 0.2  # initial std of the offsets on gripper commands (0 closed .. 1 open)
+    recheck_top: int = 0  # best candidates re-imagined with the video model and judge; 0 = head only
+    sampling_steps: int = 1  # denoising steps per frame in the re-check
+    progress_weight: float = 1.0  # score per predicted staged-reward level, summed over the horizon
+    success_weight: float = 4.0  # score for predicted success (highest probability over the horizon)
+    uncertainty_weight: float = 20.0  # penalty per unit of ensemble disagreement (mean over the horizon)
+    violation_weight: float = 2.0  # penalty per predicted physics violation (frames x types)
+    time_budget: float = 0.0  # s per decision; CEM stops when it is spent (0 = no limit, deterministic)
+    seed: int = 0  # noise of decision d in episode batch e: (seed, e, d)
+    device: str = "cpu"  # torch device of the world model
+
+    def __post_init__(self) -> None:
+        checks = {
+            "num_candidates": self.num_candidates >= 1,
+            "horizon": self.horizon >= 1,
+            "replan_every": self.replan_every >= 0,
+            "iterations": self.iterations >= 0,
+            "elite_frac": 0 < self.elite_frac <= 1,
+            "policy_samples": self.policy_samples >= 0,
+            "recheck_top": self.recheck_top >= 0,
+            "time_budget": self.time_budget >= 0,
+        }
+        for name, ok in checks.items():
+            if not ok:
+                raise ValueError(f"SearchConfig.{name}={getattr(self, name)!r} is out of range; see --help.")
+        for name in ("arm_noise", "gripper_noise", "progress_weight", "success_weight",
+                     "uncertainty_weight", "violation_weight"):  # fmt: skip
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"SearchConfig.{name}={getattr(self, name)!r} must be >= 0.")
+
+
+def fork_policy(policy: Policy) -> Policy:
+    """A copy of `policy` with its own running state (queues, scripts, RNGs) but shared network weights."""
+    memo: dict[int, Any] = {}
+    for value in vars(policy).values():
+        if isinstance(value, nn.Module):
+            for tensor in [*value.parameters(), *value.buffers()]:
+                memo[id(tensor)] = tensor
+    return copy.deepcopy(policy, memo)
+
+
+@dataclass
+class Decision:
+    """What one decision did, for benchmarks and debugging."""
+
+    seconds: float  # wall time of the decision
+    rounds: int  # CEM rounds run (the first included)
+    candidates: int  # candidates scored, all rounds
+    chosen_score: np.ndarray  # (B,) score of the chosen candidate
+    base_score: np.ndarray  # (B,) score of the base plan
+    chose_base: np.ndarray  # (B,) whether the base plan won
+    rejected: np.ndarray  # (B,) candidates refused for commands outside the robot's ranges
+    extra: dict = field(default_factory=dict)
+
+
+class SearchPolicy:
+    """A base policy with inference-time search in a world model (see the module docstring)."""
+
+    def __init__(self, base: Policy, model: WorldModel, cfg: SearchConfig | None = None):
+        self.base, self.cfg = base, cfg or SearchConfig()
+        self.model = model.to(self.cfg.device).eval()
+        mc = model.config
+        self.stride, self.plan_steps = mc.frame_stride, self.cfg.horizon * mc.frame_stride
+        self.every = self.cfg.replan_every or self.stride
+        if self.every > self.plan_steps:
+            raise ValueError(
+                f"replan_every={self.every} control steps is longer than the imagined horizon "
+                f"({self.cfg.horizon} frames x {self.stride} = {self.plan_steps}); raise horizon or replan "
+                "sooner."
+            )
+        spec = robot_spec(mc.robot)
+        self.checker = PhysicsChecker(spec)
+        self.frame_dt = self.stride / spec.control_hz
+        self.lower = torch.tensor(spec.position_lower, dtype=torch.float32)
+        self.upper = torch.tensor(spec.position_upper, dtype=torch.float32)
+        self.noise = torch.full((mc.action_dim,), self.cfg.arm_noise)
+        self.noise[list(spec.gripper_indices)] = self.cfg.gripper_noise
+        self.levels = torch.arange(mc.reward_levels, dtype=torch.float32, device=self.cfg.device)
+        self.name = f"search(N={self.cfg.num_candidates}):{getattr(base, 'name', type(base).__name__)}"
+        self.episodes = 0  # episode batches started (reset calls): part of the noise seed
+        self.decisions: list[Decision] = []
+        self.reset()
+
+    # ------------------------------------------------------------------ policy interface
+    def reset(self) -> None:
+        self.base.reset()
+        self.step = 0
+        self.offsets: torch.Tensor | None = None  # (B, plan_steps, A) of the current decision
+        self.episodes += 1
+
+    @torch.no_grad()
+    def select_action(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The base action plus the chosen offset for this step, within the robot's ranges: (B,A)."""
+        base_action = torch.as_tensor(self.base.select_action(batch)).float().cpu()  # (B,A)
+        if self.cfg.num_candidates > 1:
+            if self.step % self.every == 0:
+                self.offsets = self._decide(batch, base_action)
+            base_action = base_action + self.offsets[:, self.step % self.every]
+        self.step += 1
+        return self._within_limits(base_action)
+
+    def _within_limits(self, actions: torch.Tensor) -> torch.Tensor:
+        """Commands (...,A) clipped to the robot's joint ranges and the grippers' 0..1."""
+        return torch.minimum(torch.maximum(actions, self.lower), self.upper)
+
+    # ------------------------------------------------------------------ one decision
+    def _decide(self, batch: dict[str, torch.Tensor], first: torch.Tensor) -> torch.Tensor:
+        """Offsets (B, plan_steps, A) of the best candidate for each env."""
+        start = time.perf_counter()
+        cfg, B, A = self.cfg, first.shape[0], first.shape[1]
+        gen = torch.Generator().manual_seed(
+            int(np.random.SeedSequence([cfg.seed, self.episodes, self.step]).generate_state(1)[0])
+        )
+        state, env = self._state(batch), self._env(batch)
+        latent = self.model.state_head.encode(self._frames(batch), self.model.norm("state", state))
+        plan = self._imagine_plan(latent, batch, fork_policy(self.base), first)  # (B,P,A)
+        proposals = [torch.zeros(B, self.plan_steps, A)]  # the base plan itself
+        for _ in range(min(cfg.policy_samples, cfg.num_candidates - 1)):  # the policy's own alternatives
+            fork = fork_policy(self.base)
+            if not hasattr(fork, "reseed"):
+                break
+            fork.reseed(int(torch.randint(2**31, (1,), generator=gen)))
+            proposals.append(self._imagine_plan(latent, batch, fork, first) - plan)
+        proposals = torch.stack(proposals)  # (M,B,P,A)
+
+        # CEM over offsets that are constant within each model frame: (B,H,A) mean and spread.
+        mean, std = torch.zeros(B, cfg.horizon, A), self.noise.expand(B, cfg.horizon, A).clone()
+        pool, pool_scores = [], []  # every candidate scored, every round
+        rounds, rejected = 0, None
+        while True:
+            rounds += 1
+            fixed = proposals if rounds == 1 else proposals[:0]  # later rounds: all from the refitted CEM
+            noise = mean + std * torch.randn(
+                cfg.num_candidates - len(fixed), B, cfg.horizon, A, generator=gen
+            )
+            # Perturbed plans are kept within the joint and gripper ranges; the base's own plans are not,
+            # so one that leaves them is refused in `_score` rather than silently repaired.
+            perturbed = self._within_limits(plan + noise.repeat_interleave(self.stride, dim=2)) - plan
+            candidates = torch.cat([fixed, perturbed])  # (N,B,P,A)
+            score, refused = self._score(latent, state, env, plan + candidates)
+            pool.append(candidates)
+            pool_scores.append(score)
+            rejected = refused.sum(0) if rejected is None else rejected + refused.sum(0)
+            spent = cfg.time_budget and time.perf_counter() - start > cfg.time_budget
+            if rounds > cfg.iterations or spent or len(noise) == 0:
+                break
+            elite = max(2, int(round(cfg.elite_frac * len(noise))))
+            top = score[len(fixed) :].topk(min(elite, len(noise)), dim=0).indices  # (e,B) among the noise
+            chosen = noise[top, torch.arange(B)]  # (e,B,H,A)
+            mean, std = chosen.mean(0), chosen.std(0, unbiased=False).clamp(min=1e-3)
+
+        scores, candidates = torch.cat(pool_scores), torch.cat(pool)  # (R*N,B), (R*N,B,P,A)
+        order = scores.argsort(dim=0, descending=True, stable=True)  # on ties the earlier: the base first
+        extra = {}
+        if cfg.recheck_top > 1:
+            k = min(cfg.recheck_top, len(candidates))
+            top = candidates[order[:k], torch.arange(B)]  # (k,B,P,A)
+            pick, video_scores = self._recheck(batch, plan + top)
+            order = order[:k].gather(0, pick[None])
+            extra = {"video_scores": video_scores.numpy()}
+        best = candidates[order[0], torch.arange(B)]  # (B,P,A)
+        self.decisions.append(
+            Decision(
+                seconds=time.perf_counter() - start,
+                rounds=rounds,
+                candidates=len(candidates),
+                chosen_score=scores[order[0], torch.arange(B)].numpy(),
+                base_score=scores[0].numpy(),
+                chose_base=(order[0] == 0).numpy(),
+                rejected=rejected.numpy(),
+                extra=extra,
+            )
+        )
+        return best
+
+    def _imagine_plan(
+        self, latent: torch.Tensor, batch: dict, fork: Policy, first: torch.Tensor
+    ) -> torch.Tensor:
+        """The plan (B,P,A) of a copy of the base policy, imagined closed-loop with the state head.
+
+        `first` is the action the real base policy just chose; the copy, taken after that choice, goes on
+        from the imagined observations (proprio and object state, as `WorldModelEnv(render=False)` gives
+        them) that the plan leads to. `latent` (B,L) encodes the real observation.
+        """
+        model = self.model
+        obs = {k: v for k, v in self._initial(batch).items() if not k.startswith("observation.images.")}
+        actions, z = [first], latent
+        for j in range(1, self.plan_steps):
+            if j % self.stride == 0:  # a model frame: roll the head over the chunk just planned
+                chunk = torch.stack(actions[-self.stride :], dim=1).to(self.cfg.device)
+                z = model.state_head.step(z, model.norm_chunks(chunk))
+                decoded = model.state_head.decode(z)
+                obs["observation.state"] = model.unnorm("state", decoded["state"].mean(1)).cpu()
+                if "observation.environment_state" in obs:
+                    obs["observation.environment_state"] = model.unnorm(
+                        "env", decoded["env_state"].mean(1)
+                    ).cpu()
+            try:
+                actions.append(torch.as_tensor(fork.select_action(obs)).float().cpu())
+            except KeyError as e:
+                raise KeyError(
+                    f"{self.name}: the base policy needs {e} to plan in imagination, which has proprio and "
+                    "object state but no frames; search around a policy that acts on state."
+                ) from None
+        return torch.stack(actions, dim=1)
+
+    def _combine(self, progress, success, uncertainty, violations) -> torch.Tensor:
+        cfg = self.cfg
+        return (
+            cfg.progress_weight * progress
+            + cfg.success_weight * success
+            - cfg.uncertainty_weight * uncertainty
+            - cfg.violation_weight * violations
+        )
+
+    @torch.no_grad()
+    def _score(self, latent, state, env, chunks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores (N,B) of candidate action sequences chunks (N,B,P,A), and which were refused (N,B)."""
+        cfg, model = self.cfg, self.model
+        N, B, P, A = chunks.shape
+        flat = chunks.reshape(N * B, P, A)
+        refused = torch.from_numpy(self.checker.commands(flat.numpy()).any(axis=(1, 2))).reshape(N, B)
+        z = latent.repeat(N, 1)  # (N*B,L): candidate-major, env-minor, as `flat`
+        states = [state.cpu().repeat(N, 1)]
+        envs = [env.repeat(N, 1)] if env is not None else None
+        progress, success, uncertainty = torch.zeros(N * B), torch.zeros(N * B), torch.zeros(N * B)
+        for h in range(cfg.horizon):
+            chunk = flat[:, h * self.stride : (h + 1) * self.stride].to(cfg.device)
+            z = model.state_head.step(z, model.norm_chunks(chunk))  # (N*B,M,L)
+            decoded = model.state_head.decode(z)
+            progress += (decoded["reward_logits"].softmax(-1).mean(1) @ self.levels).cpu()
+            success = torch.maximum(success, decoded["success_logit"].sigmoid().mean(1).cpu())
+            uncertainty += model.state_head.disagreement(decoded).cpu() / cfg.horizon
+            states.append(model.unnorm("state", decoded["state"].mean(1)).cpu())
+            if envs is not None:
+                envs.append(model.unnorm("env", decoded["env_state"].mean(1)).cpu())
+        trajectory = torch.stack(states, dim=1).double().numpy()  # (N*B,H+1,S), the real state first
+        objects = torch.stack(envs, dim=1).double().numpy() if envs is not None else None
+        flags = self.checker.check(trajectory, self.frame_dt, env_states=objects).flags[:, 1:]
+        violations = torch.from_numpy(flags.sum(axis=(1, 2))).float()
+        score = self._combine(progress, success, uncertainty, violations).reshape(N, B)
+        return score.masked_fill(refused, -torch.inf), refused
+
+    @torch.no_grad()
+    def _recheck(self, batch: dict, chunks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Imagine the top candidates (k,B,P,A) with the video model: the pick (B,) and scores (k,B)."""
+        k, B, P, A = chunks.shape
+        env = WorldModelEnv(
+            self.model, k * B, self.cfg.device, sampling_steps=self.cfg.sampling_steps,
+            seed=int(self.episodes * 100_003 + self.step),
+        )  # fmt: skip
+        env.reset(
+            {key: value.repeat(k, *[1] * (value.dim() - 1)) for key, value in self._initial(batch).items()}
+        )
+        flat = chunks.reshape(k * B, P, A)
+        progress, success, uncertainty = torch.zeros(k * B), torch.zeros(k * B), torch.zeros(k * B)
+        for h in range(self.cfg.horizon):
+            _, reward, _, info = env.step(flat[:, h * self.stride : (h + 1) * self.stride])
+            progress += reward.cpu()
+            success = torch.maximum(success, info["success_prob"].cpu())
+            uncertainty += info["uncertainty"].cpu() / self.cfg.horizon
+        violations = env.violation_counts.sum(-1).float()
+        score = self._combine(progress, success, uncertainty, violations).reshape(k, B)
+        refused = torch.from_numpy(self.checker.commands(flat.numpy()).any(axis=(1, 2))).reshape(k, B)
+        score = score.masked_fill(refused, -torch.inf)
+        return score.argmax(0), score
+
+    # ------------------------------------------------------------------ observations
+    def _initial(self, batch: dict) -> dict:
+        keys = [*self.model.config.camera_keys, "observation.state", "observation.environment_state"]
+        return {k: batch[k].float().cpu() for k in keys if k in batch}
+
+    def _frames(self, batch: dict) -> torch.Tensor:
+        missing = [k for k in self.model.config.camera_keys if k not in batch]
+        if missing:
+            raise KeyError(
+                f"{self.name} decides from the cameras the world model was trained on; the observation lacks "
+                f"{missing}. Render them at decision steps (every {self.every} control steps)."
+            )
+        images = {k: batch[k][:, None].float().to(self.cfg.device) for k in self.model.config.camera_keys}
+        return self.model.frames(images)[:, 0]
+
+    def _state(self, batch: dict) -> torch.Tensor:
+        return batch["observation.state"].float().to(self.cfg.device)
+
+    def _env(self, batch: dict) -> torch.Tensor | None:
+        env = batch.get("observation.environment_state")
+        return env.float().cpu() if env is not None and self.model.config.env_state_dim else None
+
+
+def make_search_policy(
+    base: dict | None = None, checkpoint: str = SearchConfig.checkpoint, **search: Any
+) -> SearchPolicy:
+    """Import-path factory: `--policy.path=r2s2r.rollout.search:make_search_policy --policy.kwargs=
+    '{"base": {"path": "r2s2r.robots.demonstrators:make_demonstrator", "kwargs": {"skill": "sloppy"}},
+    "num_candidates": 16}'` runs the search wherever a policy runs."""
+    base_cfg = PolicyConfig(**(base or {}))
+    cfg = SearchConfig(checkpoint=checkpoint, **search)
+    model = WorldModel.from_pretrained(cfg.checkpoint, device=cfg.device)
+    return SearchPolicy(load_policy(base_cfg), model, cfg)

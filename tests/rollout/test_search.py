@@ -1,0 +1,111 @@
+"""Action search: N=1 is the base policy, decisions are deterministic for a seed, limits are never broken."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from r2s2r.data.reader import ClipConfig, ClipDataset
+from r2s2r.model.configuration_world_model import WorldModelConfig
+from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.robots.aloha import AlohaWorld, WorldConfig
+from r2s2r.robots.demonstrators import make_demonstrator
+from r2s2r.robots.spec import robot_spec
+from r2s2r.rollout.policy import PolicyConfig, load_policy, to_policy_batch
+from r2s2r.rollout.search import SearchConfig, SearchPolicy, fork_policy
+
+POSES = np.array([[0.05, 0.45, 0.05, 1, 0, 0, 0], [0.15, 0.55, 0.05, 1, 0, 0, 0]])
+
+
+@pytest.fixture(scope="module")
+def model(recorded):
+    torch.manual_seed(0)
+    model = WorldModel(WorldModelConfig.tiny())  # 2 views, 5 control steps per frame
+    model.set_stats(ClipDataset(ClipConfig(root=recorded[0].root, cameras=("top", "left_wrist"))).stats)
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def world():
+    cfg = WorldConfig(num_envs=2, cameras=("top", "left_wrist"), image_height=32, image_width=32)
+    with AlohaWorld(cfg) as w:
+        yield w
+
+
+def play(world, policy, steps=20) -> torch.Tensor:
+    """Actions (T,B,A) of `policy` in the reference world, rendering every step."""
+    obs = world.reset(POSES)
+    policy.reset()
+    actions = []
+    for _ in range(steps):
+        action = policy.select_action(to_policy_batch(obs))
+        actions.append(torch.as_tensor(action).float())
+        obs = world.step(actions[-1].numpy()).observation
+    return torch.stack(actions)
+
+
+def test_one_candidate_is_the_base_policy(model, world):
+    base = play(world, make_demonstrator(skill="noisy", seed=3))
+    search = SearchPolicy(make_demonstrator(skill="noisy", seed=3), model, SearchConfig(num_candidates=1))
+    assert torch.equal(play(world, search), base)
+    assert search.decisions == []  # nothing was searched
+
+
+def test_search_is_deterministic_for_a_seed_and_changes_the_actions(model, world):
+    def run(seed):
+        cfg = SearchConfig(num_candidates=8, horizon=2, iterations=1, policy_samples=2, seed=seed)
+        policy = SearchPolicy(make_demonstrator(skill="noisy", seed=3), model, cfg)
+        return play(world, policy), policy
+
+    a, policy = run(0)
+    b, _ = run(0)
+    c, _ = run(1)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert len(policy.decisions) == 4  # 20 steps, a decision every model frame (5 control steps)
+    d = policy.decisions[0]
+    assert d.candidates == 16 and d.rounds == 2  # 8 candidates in each of two CEM rounds
+    assert d.chosen_score.shape == (2,) and (d.chosen_score >= d.base_score).all()
+    base = play(world, make_demonstrator(skill="noisy", seed=3))
+    assert not torch.equal(a, base)  # the search did change what was sent
+
+
+def test_fork_shares_weights_but_not_running_state(recorded):
+    act = make_demonstrator(skill="noisy", seed=3)
+    world = AlohaWorld(WorldConfig(num_envs=2, cameras=()))
+    obs = to_policy_batch(world.reset(POSES, render=False))
+    act.select_action(obs)
+    fork = fork_policy(act)
+    assert torch.equal(fork.select_action(obs), act.select_action(obs))  # same state, same next action
+    fork.reseed(5)
+    assert fork.scripts[0].rng is not act.scripts[0].rng
+
+
+def test_a_candidate_beyond_a_joint_limit_is_never_executed(model, world):
+    """A base policy that commands the right shoulder past its range: the search refuses its plan, and
+    what is sent stays within every range, however wide the perturbations."""
+    spec = robot_spec("aloha")
+    lower, upper = torch.tensor(spec.position_lower), torch.tensor(spec.position_upper)
+    cfg = SearchConfig(num_candidates=6, horizon=1, iterations=1, arm_noise=2.0, gripper_noise=2.0)
+    base = load_policy(PolicyConfig(path="helpers.policies:make_reach", kwargs={"target": 3.6}))
+    search = SearchPolicy(base, model, cfg)
+    sent = play(world, search, steps=20)
+    assert (sent >= lower - 1e-6).all() and (sent <= upper + 1e-6).all()
+    # From step 10 on the base's right shoulder (8) targets pass its 1.26 rad range: from the decision at
+    # step 10 its plan is refused and never chosen; before that it may be.
+    late = search.decisions[2:]
+    assert len(late) == 2 and all(int(d.rejected.min()) >= 1 for d in late)
+    assert not any(d.chose_base.any() for d in late)
+    assert (search.decisions[0].rejected == 0).all()
+
+
+def test_bad_settings_are_refused(model):
+    with pytest.raises(ValueError, match="replan_every=20 control steps is longer than the imagined horizon"):
+        SearchPolicy(make_demonstrator(), model, SearchConfig(horizon=2, replan_every=20))
+    with pytest.raises(ValueError, match=r"SearchConfig.elite_frac=0 is out of range"):
+        SearchConfig(elite_frac=0)
+    search = SearchPolicy(make_demonstrator(), model, SearchConfig(num_candidates=4))
+    world = AlohaWorld(WorldConfig(num_envs=2, cameras=()))
+    obs = to_policy_batch(world.reset(POSES, render=False))
+    with pytest.raises(KeyError, match="the observation lacks"):
+        search.select_action(obs)
