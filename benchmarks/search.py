@@ -1,0 +1,92 @@
+"""Inference-time action search in the reference world: success with and without search, as N grows.
+
+For each weak base policy (two clumsy scripted demonstrators and a learned ACT checkpoint), the same
+reference-world episodes (`--episodes`, ID and OOD alternating, the recorder's initial poses for `--seed`)
+are played by the base alone (N=1) and by `SearchPolicy` around it with N = 4, 16, 64 candidates per
+decision, in the world model of `--checkpoint` (default: the committed small model). Prints success per N,
+overall and ID / OOD with Wilson 95 % intervals, the gain over the base, and the decision latency; writes
+benchmarks/results/search.json. Targets: >= +15 points for the weaker policies; success non-decreasing in N.
+
+Every (policy, N, batch) is appended to outputs/bench/search/<policy>/episodes.jsonl as it finishes, so a
+killed run resumes where it stopped.
+
+Usage:
+    python benchmarks/search.py                                  # 100 episodes per N and policy
+    python benchmarks/search.py --episodes 20 --candidates 1 16  # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's GL)
+from common import machine_info, print_table, write_json  # noqa: E402
+
+# isort: split
+from r2s2r.eval.search import SearchEvalConfig, evaluate_search  # noqa: E402
+from r2s2r.rollout.policy import PolicyConfig  # noqa: E402
+from r2s2r.rollout.search import SearchConfig  # noqa: E402
+
+DEMONSTRATOR = "r2s2r.robots.demonstrators:make_demonstrator"
+BASES = {  # reference-world success over 20 logged episodes in benchmarks/rank.py, in brackets
+    "sloppy": (DEMONSTRATOR, {"skill": "sloppy"}),  # (35 %)
+    "noisy_noretry": (DEMONSTRATOR, {"skill": "noisy", "max_retries": 0}),  # (55 %)
+    "act_step_3000": ("outputs/bench/zoo/act/step_3000", {}),  # (20 %), a state-only ACT checkpoint
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--episodes", type=int, default=100, help="reference-world episodes per N and policy")
+    parser.add_argument("--candidates", type=int, nargs="+", default=[1, 4, 16, 64], help="values of N")
+    parser.add_argument("--bases", nargs="+", default=list(BASES), choices=list(BASES))
+    parser.add_argument("--checkpoint", default="assets/world_model_small", help="world model directory")
+    parser.add_argument("--horizon", type=int, default=2, help="model frames each candidate is imagined")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=1, help="initial poses (seed 0 is the rank logs')")
+    parser.add_argument("--output_dir", default="outputs/bench/search")
+    args = parser.parse_args()
+
+    search = SearchConfig(checkpoint=args.checkpoint, horizon=args.horizon)
+    results, rows = {}, []
+    for name in args.bases:
+        path, kwargs = BASES[name]
+        if not path.startswith("r2s2r.") and not Path(path).is_dir():
+            sys.exit(
+                f"search.py: error: no ACT checkpoint at {path}; `python benchmarks/zoo_act.py` trains it."
+            )
+        cfg = SearchEvalConfig(
+            base=PolicyConfig(path=path, kwargs=kwargs), search=search, candidates=tuple(args.candidates),
+            episodes=args.episodes, workers=args.workers, seed=args.seed,
+            output=f"{args.output_dir}/{name}/episodes.jsonl",
+        )  # fmt: skip
+        start = time.perf_counter()
+        summary = evaluate_search(cfg)
+        by_n = summary["by_candidates"]
+        base_rate = by_n[str(min(args.candidates))]["all"]["rate"]
+        results[name] = {"summary": by_n, "seconds": round(time.perf_counter() - start, 1)}
+        for n, r in by_n.items():
+            lo, hi = r["all"]["ci"]
+            rows.append([
+                name, int(n), f"{100 * r['all']['rate']:.0f} [{100 * lo:.0f}-{100 * hi:.0f}]",
+                f"{100 * r['id']['rate']:.0f}", f"{100 * r['ood']['rate']:.0f}",
+                f"{100 * (r['all']['rate'] - base_rate):+.0f}", f"{r['decision_seconds_mean']:.2f}",
+                f"{100 * r['chose_base']:.0f}",
+            ])  # fmt: skip
+    header = ["base", "N", "success % [95 % CI]", "ID %", "OOD %", "vs N=1", "s/decision", "base kept %"]
+    print_table(f"Reference-world success with search ({args.episodes} episodes per N)", header, rows)
+    write_json(
+        "search",
+        {"machine": machine_info(), "args": vars(args), "search": asdict(search), "results": results},
+    )
+
+
+if __name__ == "__main__":
+    main()

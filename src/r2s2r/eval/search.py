@@ -1,0 +1,230 @@
+"""Action search judged where it counts: success in the reference world, with and without search.
+
+For each number of candidates N in `candidates`, the base policy wrapped in `SearchPolicy` (N=1: the base
+alone, unchanged) plays the same reference-world episodes: the recorder's initial object poses for
+`seed`, ID and OOD alternating, all in lockstep batches. The world renders the world model's cameras at
+its resolution only at decision steps, which is all the search looks at. Per N: success (gym-aloha's:
+top reward at any step) with Wilson intervals overall and per ID/OOD, and the decision latency.
+
+Each finished batch is appended to a JSONL file; a killed run resumes after the last complete batch and
+counts nothing twice. A batch's search noise is a function of (seed, N, its first episode) only, so the
+results do not depend on `workers` or on how often the run was stopped.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import multiprocessing as mp
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from r2s2r.data.commit import atomic_write_text
+from r2s2r.data.recorder import RecordConfig, _Batch, _batches
+from r2s2r.eval.imagined import success_rates
+from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.robots.aloha import AlohaWorld, WorldConfig
+from r2s2r.rollout.policy import Policy, PolicyConfig, check_action, load_policy, to_policy_batch
+from r2s2r.rollout.search import SearchConfig, SearchPolicy
+
+
+@dataclass
+class SearchEvalConfig:
+    """Which base policy to search around, with which settings, over which reference-world episodes."""
+
+    base: PolicyConfig = field(default_factory=PolicyConfig)  # the policy the search wraps
+    search: SearchConfig = field(default_factory=SearchConfig)  # world model and search settings
+    candidates: tuple[int, ...] = (1, 16)  # numbers of candidates N to compare; 1 = the base alone
+    episodes: int = 20  # reference-world episodes per N (ID and OOD alternating)
+    episode_length: int = 400  # control steps per episode (8 s at 50 Hz)
+    num_envs: int = 10  # episodes simulated in lockstep
+    workers: int = 0  # processes playing batches in parallel (0: this one)
+    seed: int = 0  # initial object poses (as the recorder draws them) and search noise
+    output: str = "outputs/search/episodes.jsonl"  # per-episode results, appended as batches finish
+
+    def __post_init__(self) -> None:
+        self.candidates = tuple(self.candidates)
+        if not self.candidates or min(self.candidates) < 1:
+            raise ValueError(f"candidates={self.candidates} must list numbers >= 1, e.g. '[1,4,16]'.")
+        if self.episodes < 1 or self.num_envs < 1 or self.episode_length < 1 or self.workers < 0:
+            raise ValueError("episodes, num_envs and episode_length must be >= 1 and workers >= 0.")
+
+    def fingerprint(self) -> dict:
+        keep = asdict(self)
+        for key in ("workers", "output", "candidates"):  # how and where it runs, and how far it goes
+            keep.pop(key)
+        keep["search"].pop("num_candidates")
+        keep["search"].pop("device")
+        return json.loads(json.dumps(keep))
+
+
+def _record_config(cfg: SearchEvalConfig, world: WorldConfig) -> RecordConfig:
+    """The recorder's view of these episodes: it draws their initial poses and lockstep batches."""
+    return RecordConfig(
+        world=world, policy=cfg.base, num_episodes=cfg.episodes, episode_length=cfg.episode_length,
+        distribution="mixed", seed=cfg.seed, root="unused",
+    )  # fmt: skip
+
+
+def play(world: AlohaWorld, policy: Policy, poses: np.ndarray, steps: int, render_every: int) -> dict:
+    """Play one lockstep batch; render only every `render_every` steps (0: never). Per-env outcomes."""
+    name = getattr(policy, "name", type(policy).__name__)
+    obs = world.reset(poses, render=render_every > 0)
+    policy.reset()
+    B = len(poses)
+    success_step, max_reward = np.full(B, -1), np.zeros(B)
+    for t in range(steps):
+        action = check_action(policy.select_action(to_policy_batch(obs)), B, world.spec.action_dim, name)
+        render = render_every > 0 and (t + 1) % render_every == 0
+        result = world.step(action, render=render)
+        obs = result.observation
+        max_reward = np.maximum(max_reward, result.reward)
+        success_step[(success_step < 0) & result.success] = t + 1
+    return {"success": success_step >= 0, "success_step": success_step, "max_reward": max_reward}
+
+
+_WORKER: dict = {}
+
+
+def _setup(cfg: SearchEvalConfig) -> None:
+    import r2s2r.robots.aloha  # noqa: F401  (torch and triton before MuJoCo's GL, in a new process too)
+
+    model = WorldModel.from_pretrained(cfg.search.checkpoint, device=cfg.search.device)
+    world = WorldConfig(
+        cameras=tuple(model.config.cameras), image_height=model.config.image_height,
+        image_width=model.config.image_width, num_envs=cfg.num_envs,
+    )  # fmt: skip
+    _WORKER.update(model=model, world=AlohaWorld(world))
+
+
+def _run_unit(cfg: SearchEvalConfig, n: int, batch: _Batch) -> list[dict]:
+    """One lockstep batch of episodes at N candidates: a row per episode."""
+    model, world = _WORKER["model"], _WORKER["world"]
+    torch.manual_seed(cfg.seed * 1_000_003 + batch.indices[0])  # stochastic learned base policies
+    base = load_policy(cfg.base)
+    seed = int(np.random.SeedSequence([cfg.search.seed, n, batch.indices[0]]).generate_state(1)[0])
+    policy = SearchPolicy(
+        base, model, SearchConfig(**{**asdict(cfg.search), "num_candidates": n, "seed": seed})
+    )
+    start = time.perf_counter()
+    outcome = play(world, policy, batch.poses, cfg.episode_length, policy.every if n > 1 else 0)
+    seconds = time.perf_counter() - start
+    decisions = policy.decisions
+    latency = [d.seconds for d in decisions]
+    rows = []
+    for b, ep in enumerate(batch.indices):
+        rows.append({
+            "candidates": n,
+            "episode": ep,
+            "split": batch.dists[b],
+            "initial_xy": [round(float(v), 4) for v in batch.poses[b, :2]],
+            "success": bool(outcome["success"][b]),
+            "success_step": int(outcome["success_step"][b]),
+            "max_reward": float(outcome["max_reward"][b]),
+            "decisions": len(decisions),
+            "decision_seconds_mean": float(np.mean(latency)) if latency else 0.0,
+            "chose_base": float(np.mean([d.chose_base[b] for d in decisions])) if decisions else 1.0,
+            "batch_seconds": round(seconds, 3),
+        })  # fmt: skip
+    return rows
+
+
+def _open(path: Path, header: dict) -> set[tuple[int, int]]:
+    """Episodes (N, episode) already in the results file; writes the header of a new one."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps({"header": header}) + "\n")
+        return set()
+    lines = path.read_text().splitlines()
+    try:
+        first = json.loads(lines[0])["header"]
+    except (IndexError, KeyError, json.JSONDecodeError):
+        raise ValueError(f"{path} is not a search results file; choose another --output.") from None
+    if first != header:
+        raise ValueError(
+            f"{path} holds results of other settings; use another --output or delete it to start over."
+        )
+    done, keep = set(), [lines[0]]
+    for line in lines[1:]:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # a half-written last line from a killed run: dropped
+            break
+        done.add((row["candidates"], row["episode"]))
+        keep.append(line)
+    if len(keep) != len(lines):
+        atomic_write_text(path, "\n".join(keep) + "\n")
+    return done
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines()[1:] if line.strip()]
+
+
+def summarize(rows: list[dict], candidates: tuple[int, ...]) -> dict:
+    """Per N: success rates (Wilson 95 %) overall and per split, decision latency, base-kept share."""
+    out = {}
+    for n in candidates:
+        sel = [r for r in rows if r["candidates"] == n]
+        if not sel:
+            continue
+        searched = [r for r in sel if r["decisions"]]
+        out[str(n)] = {
+            **success_rates(sel, "success"),
+            "decision_seconds_mean": float(np.mean([r["decision_seconds_mean"] for r in searched]))
+            if searched else 0.0,
+            "chose_base": float(np.mean([r["chose_base"] for r in sel])),
+        }  # fmt: skip
+    return out
+
+
+def evaluate_search(cfg: SearchEvalConfig) -> dict:
+    """Play every (N, batch) not yet in `cfg.output`, then summarize; returns the summary."""
+    path = Path(cfg.output)
+    done = _open(path, cfg.fingerprint())
+    probe = WorldModel.from_pretrained(cfg.search.checkpoint).config
+    world = WorldConfig(cameras=tuple(probe.cameras), num_envs=cfg.num_envs)
+    units = [
+        (n, batch)
+        for n in cfg.candidates
+        for batch in _batches(_record_config(cfg, world), 0)
+        if any((n, ep) not in done for ep in batch.indices)
+    ]
+    bar = tqdm(
+        total=len(units), desc=f"search ({cfg.episodes} episodes x N={list(cfg.candidates)})", unit="batch"
+    )
+    for rows in _played(cfg, units):
+        with path.open("a") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in rows))
+            f.flush()
+        bar.update(1)
+    bar.close()
+    summary = {"base": cfg.base.path, "base_kwargs": cfg.base.kwargs, "by_candidates": {}}
+    summary["by_candidates"] = summarize(read_rows(path), cfg.candidates)
+    summary["results"] = str(path)
+    atomic_write_text(path.with_name("summary.json"), json.dumps(summary, indent=2))
+    return summary
+
+
+def _played(cfg: SearchEvalConfig, units: list[tuple[int, _Batch]]):
+    """Rows of each unit, in order, played here or by `cfg.workers` processes working ahead."""
+    if cfg.workers == 0:
+        _setup(cfg)
+        for n, batch in units:
+            yield _run_unit(cfg, n, batch)
+        return
+    context = mp.get_context("spawn")  # a fork would copy this process's GL state
+    with cf.ProcessPoolExecutor(cfg.workers, mp_context=context, initializer=_setup, initargs=(cfg,)) as pool:
+        pending = deque()
+        for n, batch in units:
+            pending.append(pool.submit(_run_unit, cfg, n, batch))
+            if len(pending) >= cfg.workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
