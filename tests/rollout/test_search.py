@@ -109,3 +109,13 @@ def test_bad_settings_are_refused(model):
     obs = to_policy_batch(world.reset(POSES, render=False))
     with pytest.raises(KeyError, match="the observation lacks"):
         search.select_action(obs)
+
+
+def test_the_search_loads_as_a_policy_through_an_import_path(model, world, tmp_path):
+    ckpt = model.save_pretrained(tmp_path / "tiny")
+    kwargs = {"checkpoint": str(ckpt), "base": {"kwargs": {"skill": "noisy", "seed": 3}}, "num_candidates": 1}
+    search = load_policy(PolicyConfig(path="r2s2r.rollout.search:make_search_policy", kwargs=kwargs))
+    assert isinstance(search, SearchPolicy) and search.name.startswith("search(N=1):demonstrator")
+    assert torch.equal(play(world, search), play(world, make_demonstrator(skill="noisy", seed=3)))
+    with pytest.raises(ValueError, match=r"unknown search setting\(s\) \['candidates'\]; known: base"):
+        load_policy(PolicyConfig(path="r2s2r.rollout.search:make_search_policy", kwargs={"candidates": 4}))

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -350,6 +350,11 @@ def make_search_policy(
     """Import-path factory: `--policy.path=r2s2r.rollout.search:make_search_policy --policy.kwargs=
     '{"base": {"path": "r2s2r.robots.demonstrators:make_demonstrator", "kwargs": {"skill": "sloppy"}},
     "num_candidates": 16}'` runs the search wherever a policy runs."""
+    known = {f.name for f in fields(SearchConfig)} - {"checkpoint"}
+    if unknown := sorted(set(search) - known):
+        raise ValueError(
+            f"unknown search setting(s) {unknown}; known: base, checkpoint, {', '.join(sorted(known))}."
+        )
     base_cfg = PolicyConfig(**(base or {}))
     cfg = SearchConfig(checkpoint=checkpoint, **search)
     model = WorldModel.from_pretrained(cfg.checkpoint, device=cfg.device)
