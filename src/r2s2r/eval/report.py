@@ -144,8 +144,13 @@ def _summary(results: dict, policies: list[dict]) -> str:
     return text
 
 
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.0f} %"
+
+
 def _ranking_table(policies: list[dict], splits: list[str]) -> str:
-    """Rank, name, family, imagined rank, then real and imagined rates per split; rows in real-rate order."""
+    """Rank, name, family, imagined rank, real and imagined rates per split, then the share of imagined
+    episodes the physics checker flagged; rows in real-rate order."""
     by_imagined = sorted(policies, key=lambda p: -(p["imagined"]["all"].get("rate") or 0.0))
     imagined_rank = {id(p): i + 1 for i, p in enumerate(by_imagined)}
     head1 = "".join(f'<th colspan="2">{_e(SPLITS.get(s, s))}</th>' for s in splits)
@@ -157,11 +162,13 @@ def _ranking_table(policies: list[dict], splits: list[str]) -> str:
         )
         rows.append(
             f'<tr><td>{rank}</td><td class="name policy">{_e(p["name"])}</td>'
-            f'<td class="name">{_e(p.get("family", ""))}</td><td>{imagined_rank[id(p)]}</td>{cells}</tr>'
+            f'<td class="name">{_e(p.get("family", ""))}</td><td>{imagined_rank[id(p)]}</td>{cells}'
+            f"<td>{_share(p['imagined'].get('all', {}).get('physics_flagged'))}</td></tr>"
         )
     return (
         '<table id="ranking"><thead><tr><th rowspan="2">rank</th><th rowspan="2" class="name">policy</th>'
-        f'<th rowspan="2" class="name">family</th><th rowspan="2">imagined rank</th>{head1}</tr>'
+        f'<th rowspan="2" class="name">family</th><th rowspan="2">imagined rank</th>{head1}'
+        '<th rowspan="2">imagined, physics flagged</th></tr>'
         f"<tr>{head2}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
