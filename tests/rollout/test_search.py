@@ -119,3 +119,13 @@ def test_the_search_loads_as_a_policy_through_an_import_path(model, world, tmp_p
     assert torch.equal(play(world, search), play(world, make_demonstrator(skill="noisy", seed=3)))
     with pytest.raises(ValueError, match=r"unknown search setting\(s\) \['candidates'\]; known: base"):
         load_policy(PolicyConfig(path="r2s2r.rollout.search:make_search_policy", kwargs={"candidates": 4}))
+
+
+def test_video_recheck_and_time_budget(model, world):
+    cfg = SearchConfig(num_candidates=6, horizon=1, iterations=3, recheck_top=3, time_budget=1e-9)
+    search = SearchPolicy(make_demonstrator(skill="noisy", seed=3), model, cfg)
+    play(world, search, steps=10)
+    for d in search.decisions:
+        assert d.rounds == 1  # the budget was spent after the first round, whatever `iterations` says
+        scores = d.extra["video_scores"]  # the 3 best by the state head, re-imagined with the video model
+        assert scores.shape == (3, 2) and np.isfinite(scores).all()
