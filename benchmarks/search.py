@@ -51,7 +51,7 @@ def main() -> None:
     parser.add_argument("--horizon", type=int, default=2, help="model frames each candidate is imagined")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1, help="initial poses (seed 0 is the rank logs')")
-    parser.add_argument("--output_dir", default="outputs/bench/search")
+    parser.add_argument("--output_dir", default="outputs/bench/search_v2")
     args = parser.parse_args()
 
     search = SearchConfig(checkpoint=args.checkpoint, horizon=args.horizon)

@@ -54,7 +54,16 @@ def test_one_candidate_is_the_base_policy(model, world):
 
 def test_search_is_deterministic_for_a_seed_and_changes_the_actions(model, world):
     def run(seed):
-        cfg = SearchConfig(num_candidates=8, horizon=2, iterations=1, policy_samples=2, seed=seed)
+        cfg = SearchConfig(  # exploring: no pessimism nor trust region, so the seed shows in the actions
+            num_candidates=8,
+            horizon=2,
+            iterations=1,
+            policy_samples=2,
+            seed=seed,
+            arm_noise=0.05,
+            pessimism=0.0,
+            deviation_weight=0.0,
+        )
         policy = SearchPolicy(make_demonstrator(skill="noisy", seed=3), model, cfg)
         return play(world, policy), policy
 

@@ -53,14 +53,16 @@ class SearchConfig:
     iterations: int = 2  # CEM rounds after the first: each refits the offsets to the best candidates
     elite_frac: float = 0.25  # share of a round's candidates the next round is fitted to
     policy_samples: int = 3  # candidates from re-seeded copies of the base (if it has reseed(seed))
-    arm_noise: float = 0.05  # rad: initial std of the offsets on arm joint targets
-    gripper_noise: float = 0.2  # initial std of the offsets on gripper commands (0 closed .. 1 open)
+    arm_noise: float = 0.02  # rad: initial std of the offsets on arm joint targets
+    gripper_noise: float = 0.05  # initial std of the offsets on gripper commands (0 closed .. 1 open)
     recheck_top: int = 0  # best candidates re-imagined with the video model and judge; 0 = head only
     sampling_steps: int = 1  # denoising steps per frame in the re-check
     progress_weight: float = 1.0  # score per predicted staged-reward level, summed over the horizon
     success_weight: float = 4.0  # score for predicted success (highest probability over the horizon)
     uncertainty_weight: float = 20.0  # penalty per unit of ensemble disagreement (mean over the horizon)
     violation_weight: float = 2.0  # penalty per predicted physics violation (frames x types)
+    pessimism: float = 2.0  # progress + success is the ensemble members' mean minus this many stds
+    deviation_weight: float = 10.0  # penalty per mean squared offset from the base plan, in noise stds
     time_budget: float = 0.0  # s per decision; CEM stops when it is spent (0 = no limit, deterministic)
     seed: int = 0  # noise of decision d in episode batch e: (seed, e, d)
     device: str = "cpu"  # torch device of the world model
@@ -193,7 +195,7 @@ class SearchPolicy:
             # so one that leaves them is refused in `_score` rather than silently repaired.
             perturbed = self._within_limits(plan + noise.repeat_interleave(self.stride, dim=2)) - plan
             candidates = torch.cat([fixed, perturbed])  # (N,B,P,A)
-            score, refused = self._score(latent, state, env, plan + candidates)
+            score, refused = self._score(latent, state, env, plan, candidates)
             pool.append(candidates)
             pool_scores.append(score)
             rejected = refused.sum(0) if rejected is None else rejected + refused.sum(0)
@@ -211,7 +213,7 @@ class SearchPolicy:
         if cfg.recheck_top > 1:
             k = min(cfg.recheck_top, len(candidates))
             top = candidates[order[:k], torch.arange(B)]  # (k,B,P,A)
-            pick, video_scores = self._recheck(batch, plan + top)
+            pick, video_scores = self._recheck(batch, plan, top)
             order = order[:k].gather(0, pick[None])
             extra = {"video_scores": video_scores.numpy()}
         best = candidates[order[0], torch.arange(B)]  # (B,P,A)
@@ -260,32 +262,39 @@ class SearchPolicy:
                 ) from None
         return torch.stack(actions, dim=1)
 
-    def _combine(self, progress, success, uncertainty, violations) -> torch.Tensor:
+    def _penalties(self, offsets: torch.Tensor, uncertainty, violations) -> torch.Tensor:
+        """(N,B) what a candidate with offsets (N,B,P,A) pays for uncertainty, violations and straying."""
         cfg = self.cfg
+        deviation = (offsets / self.noise.clamp(min=1e-3)).square().mean(dim=(2, 3))  # (N,B)
         return (
-            cfg.progress_weight * progress
-            + cfg.success_weight * success
-            - cfg.uncertainty_weight * uncertainty
-            - cfg.violation_weight * violations
+            cfg.uncertainty_weight * uncertainty
+            + cfg.violation_weight * violations
+            + cfg.deviation_weight * deviation
         )
 
     @torch.no_grad()
-    def _score(self, latent, state, env, chunks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Scores (N,B) of candidate action sequences chunks (N,B,P,A), and which were refused (N,B)."""
+    def _score(self, latent, state, env, plan, offsets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores (N,B) of candidates plan (B,P,A) + offsets (N,B,P,A), and which were refused (N,B).
+
+        Predicted progress and success are scored per ensemble member and combined pessimistically
+        (mean - `pessimism` x std over members): a candidate must look good to every member, not only to
+        the one whose error it happens to exploit.
+        """
         cfg, model = self.cfg, self.model
-        N, B, P, A = chunks.shape
-        flat = chunks.reshape(N * B, P, A)
+        N, B, P, A = offsets.shape
+        flat = (plan + offsets).reshape(N * B, P, A)
         refused = torch.from_numpy(self.checker.commands(flat.numpy()).any(axis=(1, 2))).reshape(N, B)
         z = latent.repeat(N, 1)  # (N*B,L): candidate-major, env-minor, as `flat`
         states = [state.cpu().repeat(N, 1)]
         envs = [env.repeat(N, 1)] if env is not None else None
-        progress, success, uncertainty = torch.zeros(N * B), torch.zeros(N * B), torch.zeros(N * B)
+        M = model.config.ensemble
+        progress, success, uncertainty = torch.zeros(N * B, M), torch.zeros(N * B, M), torch.zeros(N * B)
         for h in range(cfg.horizon):
             chunk = flat[:, h * self.stride : (h + 1) * self.stride].to(cfg.device)
             z = model.state_head.step(z, model.norm_chunks(chunk))  # (N*B,M,L)
             decoded = model.state_head.decode(z)
-            progress += (decoded["reward_logits"].softmax(-1).mean(1) @ self.levels).cpu()
-            success = torch.maximum(success, decoded["success_logit"].sigmoid().mean(1).cpu())
+            progress += (decoded["reward_logits"].softmax(-1) @ self.levels).cpu()  # (N*B,M)
+            success = torch.maximum(success, decoded["success_logit"].sigmoid().cpu())
             uncertainty += model.state_head.disagreement(decoded).cpu() / cfg.horizon
             states.append(model.unnorm("state", decoded["state"].mean(1)).cpu())
             if envs is not None:
@@ -294,13 +303,18 @@ class SearchPolicy:
         objects = torch.stack(envs, dim=1).double().numpy() if envs is not None else None
         flags = self.checker.check(trajectory, self.frame_dt, env_states=objects).flags[:, 1:]
         violations = torch.from_numpy(flags.sum(axis=(1, 2))).float()
-        score = self._combine(progress, success, uncertainty, violations).reshape(N, B)
+        value = cfg.progress_weight * progress + cfg.success_weight * success  # (N*B,M) per member
+        value = value.mean(1) - cfg.pessimism * value.std(1, unbiased=False)
+        score = value.reshape(N, B) - self._penalties(
+            offsets, uncertainty.reshape(N, B), violations.reshape(N, B)
+        )
         return score.masked_fill(refused, -torch.inf), refused
 
     @torch.no_grad()
-    def _recheck(self, batch: dict, chunks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Imagine the top candidates (k,B,P,A) with the video model: the pick (B,) and scores (k,B)."""
-        k, B, P, A = chunks.shape
+    def _recheck(self, batch: dict, plan, offsets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Top candidates plan + offsets (k,B,P,A), imagined with the video model: pick (B,), scores (k,B)."""
+        k, B, P, A = offsets.shape
+        chunks = plan + offsets
         env = WorldModelEnv(
             self.model, k * B, self.cfg.device, sampling_steps=self.cfg.sampling_steps,
             seed=int(self.episodes * 100_003 + self.step),
@@ -316,7 +330,9 @@ class SearchPolicy:
             success = torch.maximum(success, info["success_prob"].cpu())
             uncertainty += info["uncertainty"].cpu() / self.cfg.horizon
         violations = env.violation_counts.sum(-1).float()
-        score = self._combine(progress, success, uncertainty, violations).reshape(k, B)
+        value = self.cfg.progress_weight * progress + self.cfg.success_weight * success  # the judge's reading
+        penalties = self._penalties(offsets, uncertainty.reshape(k, B), violations.reshape(k, B))
+        score = value.reshape(k, B) - penalties
         refused = torch.from_numpy(self.checker.commands(flat.numpy()).any(axis=(1, 2))).reshape(k, B)
         score = score.masked_fill(refused, -torch.inf)
         return score.argmax(0), score
