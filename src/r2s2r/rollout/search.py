@@ -11,10 +11,14 @@ it decides, for each env of the batch:
    frame) fill the rest, up to `num_candidates`, and CEM refits their mean and spread to the best ones over
    `iterations` rounds;
 2. **simulate** every candidate with the state-dynamics head in one batch, never decoding pixels;
-3. **evaluate**: score = predicted progress (staged reward) + success - uncertainty (ensemble
-   disagreement) - physics violations of the predicted trajectory (`robots/checker.py`); a candidate
-   whose commands leave the robot's joint or gripper range is never chosen; the best `recheck_top` are
-   imagined again with the video model, read by the judge and checked, and re-ranked on that;
+3. **evaluate**: score = predicted progress (staged reward) + success, taken per ensemble member and
+   combined pessimistically (mean - `pessimism` x std), - uncertainty (ensemble disagreement) - physics
+   violations of the predicted trajectory (`robots/checker.py`) - a trust-region charge on the distance
+   from the base plan; a candidate whose commands leave the robot's joint or gripper range is never
+   chosen; the best `recheck_top` are imagined again with the video model, read by the judge and checked,
+   and re-ranked on that. The pessimism and the trust region are there because a search is an optimiser
+   against the model: with plain mean scores, the more candidates it tried, the surer it found one whose
+   predicted progress was the model's error (see README, "Physics checker and action search");
 4. **act**: between decisions each control step sends the base policy's action *at that step* (it still
    sees the real observations) plus the chosen candidate's offset for that step, clipped to the joint and
    gripper ranges, and replans.
