@@ -83,7 +83,7 @@ def main() -> None:
     header = ["base", "N", "success % [95 % CI]", "ID %", "OOD %", "vs N=1", "s/decision", "base kept %"]
     print_table(f"Reference-world success with search ({args.episodes} episodes per N)", header, rows)
     write_json(
-        "search",
+        Path(__file__).parent / "results" / "search.json",
         {"machine": machine_info(), "args": vars(args), "search": asdict(search), "results": results},
     )
 

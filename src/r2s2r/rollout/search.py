@@ -111,7 +111,7 @@ class Decision:
     chosen_score: np.ndarray  # (B,) score of the chosen candidate
     base_score: np.ndarray  # (B,) score of the base plan
     chose_base: np.ndarray  # (B,) whether the base plan won
-    rejected: np.ndarray  # (B,) candidates refused for commands outside the robot's ranges
+    clipped: np.ndarray  # (B,) base proposals (plan, re-seeded plans) clipped into the robot's ranges
     extra: dict = field(default_factory=dict)
 
 
@@ -175,34 +175,36 @@ class SearchPolicy:
         )
         state, env = self._state(batch), self._env(batch)
         latent = self.model.state_head.encode(self._frames(batch), self.model.norm("state", state))
-        plan = self._imagine_plan(latent, batch, fork_policy(self.base), first)  # (B,P,A)
-        proposals = [torch.zeros(B, self.plan_steps, A)]  # the base plan itself
+        # The base's plans as the robot would execute them: commands past a joint or gripper range are
+        # clipped into it (MuJoCo's ctrlrange would clamp them too); `clipped` counts the plans that were.
+        plans = [self._imagine_plan(latent, batch, fork_policy(self.base), first)]  # (B,P,A) each
         for _ in range(min(cfg.policy_samples, cfg.num_candidates - 1)):  # the policy's own alternatives
             fork = fork_policy(self.base)
             if not hasattr(fork, "reseed"):
                 break
             fork.reseed(int(torch.randint(2**31, (1,), generator=gen)))
-            proposals.append(self._imagine_plan(latent, batch, fork, first) - plan)
-        proposals = torch.stack(proposals)  # (M,B,P,A)
+            plans.append(self._imagine_plan(latent, batch, fork, first))
+        raw = torch.stack(plans)  # (M,B,P,A)
+        clipped = torch.from_numpy(self.checker.commands(raw.numpy()).any(axis=(2, 3))).sum(0)  # (B,)
+        plan = self._within_limits(raw[0])  # the base plan: offsets are measured from it
+        proposals = self._within_limits(raw) - plan  # (M,B,P,A), the base's own first
 
         # CEM over offsets that are constant within each model frame: (B,H,A) mean and spread.
         mean, std = torch.zeros(B, cfg.horizon, A), self.noise.expand(B, cfg.horizon, A).clone()
         pool, pool_scores = [], []  # every candidate scored, every round
-        rounds, rejected = 0, None
+        rounds = 0
         while True:
             rounds += 1
             fixed = proposals if rounds == 1 else proposals[:0]  # later rounds: all from the refitted CEM
             noise = mean + std * torch.randn(
                 cfg.num_candidates - len(fixed), B, cfg.horizon, A, generator=gen
             )
-            # Perturbed plans are kept within the joint and gripper ranges; the base's own plans are not,
-            # so one that leaves them is refused in `_score` rather than silently repaired.
+            # Perturbed plans are kept within the joint and gripper ranges too.
             perturbed = self._within_limits(plan + noise.repeat_interleave(self.stride, dim=2)) - plan
             candidates = torch.cat([fixed, perturbed])  # (N,B,P,A)
-            score, refused = self._score(latent, state, env, plan, candidates)
+            score, _ = self._score(latent, state, env, plan, candidates)  # (a guard: nothing is refused now)
             pool.append(candidates)
             pool_scores.append(score)
-            rejected = refused.sum(0) if rejected is None else rejected + refused.sum(0)
             spent = cfg.time_budget and time.perf_counter() - start > cfg.time_budget
             if rounds > cfg.iterations or spent or len(noise) == 0:
                 break
@@ -229,7 +231,7 @@ class SearchPolicy:
                 chosen_score=scores[order[0], torch.arange(B)].numpy(),
                 base_score=scores[0].numpy(),
                 chose_base=(order[0] == 0).numpy(),
-                rejected=rejected.numpy(),
+                clipped=clipped.numpy(),
                 extra=extra,
             )
         )
