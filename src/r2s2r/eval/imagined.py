@@ -109,8 +109,13 @@ def _batch_seed(seed: int, index: int) -> int:
     return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
 
 
-def _open_results(path: Path, header: dict) -> set[tuple[str, int, int]]:
-    """Episodes already in `path` (start, episode, sample); writes the header to a new file.
+def open_results(
+    path: Path,
+    header: dict,
+    key: tuple[str, ...] = ("start", "episode", "sample"),
+    command: str = "r2s2r-eval",
+) -> set[tuple]:
+    """The `key` of every row already in the JSONL results file `path`; writes the header to a new file.
 
     A last line without its newline was cut by a kill mid-write: it is dropped (the whole batch reruns).
     Resuming with other settings is refused rather than mixing two experiments in one file.
@@ -128,7 +133,7 @@ def _open_results(path: Path, header: dict) -> set[tuple[str, int, int]]:
     try:
         found = json.loads(lines[0])["header"]
     except (json.JSONDecodeError, KeyError, IndexError):
-        raise ValueError(f"{path} is not an r2s2r-eval results file; pick another --output.") from None
+        raise ValueError(f"{path} is not an {command} results file; pick another --output.") from None
     if found != header:
         diff = sorted(k for k in set(found) | set(header) if found.get(k) != header.get(k))
         raise ValueError(
@@ -137,11 +142,11 @@ def _open_results(path: Path, header: dict) -> set[tuple[str, int, int]]:
     done = set()
     for line in lines[1:]:
         row = json.loads(line)
-        done.add((row["start"], row["episode"], row["sample"]))
+        done.add(tuple(row[k] for k in key))
     return done
 
 
-def _append(path: Path, rows: list[dict]) -> None:
+def append_rows(path: Path, rows: list[dict]) -> None:
     """One write per batch, flushed: a kill leaves whole batches or one cut line, never a partial row."""
     with path.open("a") as f:
         f.write("".join(json.dumps(r) + "\n" for r in rows))
@@ -264,7 +269,7 @@ def evaluate_imagined(
         match_frame_rate(clip, mc.frame_stride)
         datasets.append(ClipDataset(clip))
     out = Path(cfg.output)
-    done = _open_results(out, cfg.fingerprint())
+    done = open_results(out, cfg.fingerprint())
     batches = _plan(datasets, cfg)
     todo = [b for b in batches if any((str(datasets[b.start].root), *u) not in done for u in b.units)]
     total = sum(len(b.units) for b in batches)
@@ -295,7 +300,7 @@ def evaluate_imagined(
             if batch.start == 0 and s == 0 and ep in cfg.videos:
                 video = out.parent / "videos" / f"episode_{ep:06d}.mp4"
                 _write_video(ds, ep, frames, b, mc.camera_keys, video)
-        _append(out, rows)
+        append_rows(out, rows)
         bar.update(len(batch.units))
     bar.close()
     summary = summarize(read_results(out))

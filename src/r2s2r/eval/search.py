@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from r2s2r.data.commit import atomic_write_text
 from r2s2r.data.recorder import RecordConfig, _Batch, _batches
-from r2s2r.eval.imagined import success_rates
+from r2s2r.eval.imagined import append_rows, open_results, success_rates
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.robots.aloha import AlohaWorld, WorldConfig
 from r2s2r.rollout.policy import Policy, PolicyConfig, check_action, load_policy, to_policy_batch
@@ -135,34 +135,6 @@ def _run_unit(cfg: SearchEvalConfig, n: int, batch: _Batch) -> list[dict]:
     return rows
 
 
-def _open(path: Path, header: dict) -> set[tuple[int, int]]:
-    """Episodes (N, episode) already in the results file; writes the header of a new one."""
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps({"header": header}) + "\n")
-        return set()
-    lines = path.read_text().splitlines()
-    try:
-        first = json.loads(lines[0])["header"]
-    except (IndexError, KeyError, json.JSONDecodeError):
-        raise ValueError(f"{path} is not a search results file; choose another --output.") from None
-    if first != header:
-        raise ValueError(
-            f"{path} holds results of other settings; use another --output or delete it to start over."
-        )
-    done, keep = set(), [lines[0]]
-    for line in lines[1:]:
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:  # a half-written last line from a killed run: dropped
-            break
-        done.add((row["candidates"], row["episode"]))
-        keep.append(line)
-    if len(keep) != len(lines):
-        atomic_write_text(path, "\n".join(keep) + "\n")
-    return done
-
-
 def read_rows(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines()[1:] if line.strip()]
 
@@ -187,7 +159,7 @@ def summarize(rows: list[dict], candidates: tuple[int, ...]) -> dict:
 def evaluate_search(cfg: SearchEvalConfig) -> dict:
     """Play every (N, batch) not yet in `cfg.output`, then summarize; returns the summary."""
     path = Path(cfg.output)
-    done = _open(path, cfg.fingerprint())
+    done = open_results(path, cfg.fingerprint(), key=("candidates", "episode"), command="r2s2r-search")
     probe = WorldModel.from_pretrained(cfg.search.checkpoint).config
     world = WorldConfig(cameras=tuple(probe.cameras), num_envs=cfg.num_envs)
     units = [
@@ -200,9 +172,7 @@ def evaluate_search(cfg: SearchEvalConfig) -> dict:
         total=len(units), desc=f"search ({cfg.episodes} episodes x N={list(cfg.candidates)})", unit="batch"
     )
     for rows in _played(cfg, units):
-        with path.open("a") as f:
-            f.write("".join(json.dumps(r) + "\n" for r in rows))
-            f.flush()
+        append_rows(path, rows)
         bar.update(1)
     bar.close()
     summary = {"base": cfg.base.path, "base_kwargs": cfg.base.kwargs, "by_candidates": {}}
