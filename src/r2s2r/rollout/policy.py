@@ -5,8 +5,9 @@ convention: `batch["observation.images.<cam>"]` is (B,3,H,W) float in [0,1], `ba
 is (B,14) float; `observation.environment_state` (B,7 per object) is present when the world provides it
 (the reference world does, hardware usually does not), so scripted demonstrators can use it.
 
-Policies come from (a) a LeRobot pretrained policy directory or (b) an import path `package.module:factory`
-called with keyword arguments. The same object runs unchanged in the reference world and, later, in the
+Policies come from (a) a LeRobot pretrained policy directory, (b) a policy directory exported by `r2s2r-rl`
+(`rl_policy.json`; kwargs `noise`, `seed`) or (c) an import path `package.module:factory` called with keyword
+arguments. The same object runs unchanged in the reference world and, later, in the
 world model.
 """
 
@@ -114,6 +115,10 @@ def _import_factory(path: str):
 def load_policy(cfg: PolicyConfig) -> Policy:
     """Build the policy named by `cfg`: a LeRobot pretrained directory or an import-path factory."""
     path = Path(cfg.path)
+    if path.is_dir() and (path / "rl_policy.json").is_file():  # exported by r2s2r-rl
+        from r2s2r.rl.policy import ImaginationPolicy
+
+        return ImaginationPolicy(path, device=cfg.device, **cfg.kwargs)
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ValueError(

@@ -1,0 +1,332 @@
+"""Imagined episodes for RL: the state-dynamics head as a batched stable-baselines3 `VecEnv`.
+
+Each env is one imagined episode, started from a real episode start of the world model's own training
+recordings (encoded once), rolled one world-model frame per step by the head's ensemble, never decoding
+pixels. Observations are the policy features of `rl/policy.py`; actions are normalized changes of the joint
+targets (see `ActionMap`).
+
+Reward of a frame, from the head's predictions of every ensemble member, combined pessimistically (the
+members' mean minus `pessimism` stds, so that a state only some members believe in is not worth much):
+
+    progress_weight * (P_t - P_{t-1}) + success_weight * S_t
+    - uncertainty_weight * U_t - violation_weight * V_t
+
+P is the expected staged reward in 0..1 (the task's stages over the number of levels), S the success
+probability, U the ensemble disagreement, V the number of physics-checker violation types the imagined
+frame breaks (`robots/checker.py`, over the last few imagined frames and the commanded chunk). Or, for a
+`reach` task, minus the squared normalized distance of the predicted proprio to `reach_target` (a task
+whose answer is known, for tests).
+
+Exploitation control: an imagined episode whose disagreement passes `support_threshold` has left the
+data's support; it ends there (no reward after it), and is counted. The threshold is calibrated from the
+disagreement of the head replaying the logged actions of its training episodes (`calibrate_support`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+from stable_baselines3.common.vec_env import VecEnv
+
+from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.rl.policy import ActionMap, feature_dim, features
+from r2s2r.robots.checker import VIOLATIONS, PhysicsChecker
+from r2s2r.robots.spec import robot_spec
+
+TASKS = ("task", "reach")
+ACTION_BOUND = 5.0  # actor outputs are clipped to +-5 action stds of target change per frame
+WINDOW = 4  # imagined frames the checker looks back over (velocity, acceleration, object motion)
+
+
+@dataclass
+class RewardConfig:
+    """What an imagined frame is worth; see the module docstring."""
+
+    task: str = "task"  # task: the head's staged reward and success | reach: proprio to reach_target
+    progress_weight: float = 4.0  # per unit of expected staged reward (0..1 over all stages)
+    success_weight: float = 1.0  # per frame, times the predicted success probability
+    uncertainty_weight: float = 2.0  # per unit of ensemble disagreement (normalized units)
+    violation_weight: float = 0.1  # per physics-violation type the frame breaks
+    pessimism: float = 1.0  # members' mean minus this many stds, for progress and success
+    support_threshold: float = 0.0  # disagreement that ends an episode (0: never; see calibrate_support)
+    reach_target: tuple[float, ...] = ()  # raw proprio (S) the reach task drives towards
+
+    def __post_init__(self) -> None:
+        self.reach_target = tuple(self.reach_target)
+        if self.task not in TASKS:
+            raise ValueError(f"reward.task={self.task!r} must be one of {TASKS}.")
+        for name in ("progress_weight", "success_weight", "uncertainty_weight", "violation_weight",
+                     "pessimism", "support_threshold"):  # fmt: skip
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"reward.{name}={getattr(self, name)!r} must be >= 0.")
+
+
+class ImaginedEnv(VecEnv):
+    """`num_envs` imagined episodes of `horizon` frames, auto-reset from `starts` (see the module docstring).
+
+    `starts` holds real first observations: the model's camera keys (N,3,H,W) in [0,1], `observation.state`
+    (N,S) and, when the model predicts objects, `observation.environment_state` (N,E).
+    """
+
+    def __init__(
+        self,
+        model: WorldModel,
+        starts: dict[str, torch.Tensor],
+        num_envs: int,
+        horizon: int,
+        reward: RewardConfig | None = None,
+        observation: str = "latent",
+        check_physics: bool = True,
+        seed: int = 0,
+    ):
+        self.model = model.eval()
+        self.cfg = model.config
+        self.reward_cfg = reward or RewardConfig()
+        self.horizon = horizon
+        self.observation = observation
+        self.device = model.state_mean.device
+        self.actions = ActionMap(model)
+        spec = robot_spec(self.cfg.robot)
+        self.frame_dt = self.cfg.frame_stride / spec.control_hz
+        self.checker = PhysicsChecker(spec) if check_physics else None
+        self.levels = torch.arange(self.cfg.reward_levels, dtype=torch.float32, device=self.device)
+        self.levels /= max(self.cfg.reward_levels - 1, 1)
+        if self.reward_cfg.task == "reach":
+            target = torch.tensor(self.reward_cfg.reach_target, dtype=torch.float32, device=self.device)
+            if target.shape != (self.cfg.state_dim,):
+                raise ValueError(
+                    f"reward.reach_target has {target.numel()} values; the reach task needs the "
+                    f"{self.cfg.state_dim}-D proprio to reach."
+                )
+            self.reach = model.norm("state", target)
+        self._encode_starts(starts)
+        dim = feature_dim(model)
+        self.render_mode = None  # nothing to render: imagined episodes have no frames
+        super().__init__(
+            num_envs,
+            gym.spaces.Box(-np.inf, np.inf, (dim,), np.float32),
+            gym.spaces.Box(-ACTION_BOUND, ACTION_BOUND, (self.cfg.action_dim,), np.float32),
+        )
+        self.rng = np.random.default_rng(seed)
+        self._actions: np.ndarray | None = None
+        self.episodes_done: list[dict] = []  # finished episodes since the last `pop_episodes`
+
+    # ------------------------------------------------------------------ starts
+    @torch.no_grad()
+    def _encode_starts(self, starts: dict[str, torch.Tensor]) -> None:
+        model = self.model
+        missing = [k for k in [*self.cfg.camera_keys, "observation.state"] if k not in starts]
+        if missing:
+            raise KeyError(f"episode starts lack {missing}; the world model needs {self.cfg.camera_keys}.")
+        state = starts["observation.state"].float().to(self.device)
+        frames = model.frames({k: starts[k][:, None].float().to(self.device) for k in self.cfg.camera_keys})
+        latents = []
+        for i in range(0, len(state), 256):  # bounded memory for thousands of starts
+            latents.append(
+                model.state_head.encode(frames[i : i + 256, 0], model.norm("state", state[i : i + 256]))
+            )
+        self.start_latent = torch.cat(latents)  # (N,L)
+        self.start_state = state
+        decoded_env = model.state_head.decode(self.start_latent)["env_state"]
+        if self.observation == "state" and "observation.environment_state" in starts:
+            self.start_env = model.norm(
+                "env", starts["observation.environment_state"].float().to(self.device)
+            )
+        else:  # what the deployed policy will read from its cameras
+            self.start_env = decoded_env
+        self.start_env_raw = model.unnorm("env", self.start_env)
+
+    # ------------------------------------------------------------------ VecEnv api
+    def reset(self) -> np.ndarray:
+        B, M = self.num_envs, self.cfg.ensemble
+        self.latent = torch.zeros(B, M, self.cfg.latent_dim, device=self.device)
+        self.norm_state = torch.zeros(B, self.cfg.state_dim, device=self.device)
+        self.norm_env = torch.zeros(B, self.start_env.shape[-1], device=self.device)
+        self.previous = torch.zeros(B, self.cfg.action_dim, device=self.device)
+        self.t = np.zeros(B, dtype=int)
+        self.value = torch.zeros(B, device=self.device)  # pessimistic progress of the last frame
+        self.stats = {k: np.zeros(B) for k in ("return", "success", "uncertainty", "violations", "progress")}
+        self.history = {
+            "state": np.zeros((B, WINDOW, self.cfg.state_dim)),
+            "env": np.zeros((B, WINDOW, self.start_env.shape[-1])),
+            "table_depth": np.zeros((B, WINDOW)),
+            "arm_depth": np.zeros((B, WINDOW)),
+            "tcp": np.zeros((B, WINDOW, 2, 3)),
+        }
+        self._restart(np.arange(B))
+        return self._features()
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = np.asarray(actions, dtype=np.float32)
+
+    @torch.no_grad()
+    def step_wait(self):
+        model, head = self.model, self.model.state_head
+        change = torch.from_numpy(self._actions).to(self.device).clamp(-ACTION_BOUND, ACTION_BOUND)
+        target = self.actions.target(self.previous, change)
+        chunk = self.actions.chunk(self.previous, target)  # (B,stride,A)
+        self.latent = head.step(self.latent, model.norm_chunks(chunk))  # (B,M,L)
+        decoded = head.decode(self.latent)
+        self.norm_state = decoded["state"].mean(1)
+        self.norm_env = decoded["env_state"].mean(1)
+        self.previous = target
+        self.t += 1
+
+        uncertainty = head.disagreement(decoded)  # (B,)
+        violations = self._violations(chunk)  # (B,K)
+        reward, progress, success = self._reward(decoded, uncertainty, violations)
+        cfg = self.reward_cfg
+        left = (
+            (uncertainty > cfg.support_threshold).cpu().numpy()
+            if cfg.support_threshold
+            else np.zeros(self.num_envs, bool)
+        )
+        done = (self.t >= self.horizon) | left
+        rewards = reward.cpu().numpy().astype(np.float32)
+        s = self.stats
+        s["return"] += rewards
+        s["success"] = np.maximum(s["success"], (success > 0.5).cpu().numpy())
+        s["uncertainty"] += uncertainty.cpu().numpy()
+        s["violations"] += violations.any(1)
+        s["progress"] = np.maximum(s["progress"], progress.cpu().numpy())
+        observation = self._features()
+        infos: list[dict] = [{} for _ in range(self.num_envs)]
+        ended = np.flatnonzero(done)
+        for b in ended:
+            episode = {
+                "r": float(s["return"][b]), "l": int(self.t[b]), "success": bool(s["success"][b]),
+                "left_support": bool(left[b]), "uncertainty": float(s["uncertainty"][b] / self.t[b]),
+                "violation_frames": float(s["violations"][b] / self.t[b]),
+                "progress": float(s["progress"][b]),
+            }  # fmt: skip
+            infos[b] = {"episode": episode, "terminal_observation": observation[b]}
+            self.episodes_done.append(episode)
+        if len(ended):
+            self._restart(ended)
+            observation[ended] = self._features()[ended]
+        return observation, rewards, done, infos
+
+    def close(self) -> None:
+        pass
+
+    def get_attr(self, attr_name, indices=None):
+        return [getattr(self, attr_name)] * len(list(self._get_indices(indices)))
+
+    def set_attr(self, attr_name, value, indices=None) -> None:
+        setattr(self, attr_name, value)
+
+    def env_method(self, method_name, *method_args, indices=None, **method_kwargs):
+        return [getattr(self, method_name)(*method_args, **method_kwargs)] * len(
+            list(self._get_indices(indices))
+        )
+
+    def env_is_wrapped(self, wrapper_class, indices=None):
+        return [False] * len(list(self._get_indices(indices)))
+
+    def seed(self, seed: int | None = None):
+        self.rng = np.random.default_rng(seed)
+        return [seed] * self.num_envs
+
+    # ------------------------------------------------------------------ internals
+    def pop_episodes(self) -> list[dict]:
+        done, self.episodes_done = self.episodes_done, []
+        return done
+
+    def _restart(self, idx: np.ndarray) -> None:
+        """New episodes in envs `idx`, each from a start drawn uniformly from `starts`."""
+        pick = torch.from_numpy(self.rng.integers(0, len(self.start_latent), len(idx))).to(self.device)
+        i = torch.from_numpy(idx).to(self.device)
+        model = self.model
+        self.latent[i] = self.start_latent[pick][:, None].expand(-1, self.cfg.ensemble, -1)
+        state = self.start_state[pick]
+        self.norm_state[i] = model.norm("state", state)
+        self.norm_env[i] = self.start_env[pick]
+        self.previous[i] = self.actions.hold(state)
+        self.t[idx] = 0
+        self.value[i] = self._progress(model.state_head.decode(self.latent[i]))[0]
+        for key in self.stats:
+            self.stats[key][idx] = 0
+        if self.checker is not None:
+            raw = state.cpu().numpy().astype(np.float64)
+            geometry = self.checker.geometry(raw)
+            self.history["state"][idx] = raw[:, None]
+            self.history["env"][idx] = self.start_env_raw[pick].cpu().numpy()[:, None]
+            for key in ("table_depth", "arm_depth", "tcp"):
+                self.history[key][idx] = geometry[key][:, None]
+
+    def _features(self) -> np.ndarray:
+        phase = torch.from_numpy(self.t / self.horizon).float().to(self.device)
+        return features(self.model, self.norm_state, self.norm_env, self.previous, phase).cpu().numpy()
+
+    def _progress(self, decoded: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pessimistic expected staged reward (0..1) and success probability: (B,), (B,)."""
+        k = self.reward_cfg.pessimism
+        progress = decoded["reward_logits"].softmax(-1) @ self.levels  # (B,M)
+        success = decoded["success_logit"].sigmoid()  # (B,M)
+        if progress.shape[1] > 1:
+            progress = progress.mean(1) - k * progress.std(1)
+            success = success.mean(1) - k * success.std(1)
+        else:
+            progress, success = progress[:, 0], success[:, 0]
+        return progress, success
+
+    def _reward(self, decoded, uncertainty, violations) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        cfg = self.reward_cfg
+        progress, success = self._progress(decoded)
+        if cfg.task == "reach":
+            value = -(self.norm_state - self.reach).pow(2).mean(-1)
+            reward = value
+        else:
+            reward = cfg.progress_weight * (progress - self.value) + cfg.success_weight * success
+        self.value = progress
+        penalty = cfg.uncertainty_weight * uncertainty
+        penalty = penalty + cfg.violation_weight * torch.from_numpy(violations.sum(1)).float().to(self.device)
+        return reward - penalty, progress, success
+
+    def _violations(self, chunk: torch.Tensor) -> np.ndarray:
+        """(B,K) physics-violation flags of the newest imagined frame and its commanded chunk."""
+        if self.checker is None:
+            return np.zeros((self.num_envs, len(VIOLATIONS)), dtype=bool)
+        state = self.model.unnorm("state", self.norm_state).cpu().numpy().astype(np.float64)
+        env = self.model.unnorm("env", self.norm_env).cpu().numpy().astype(np.float64)
+        geometry = self.checker.geometry(state)
+        h = self.history
+        h["state"] = np.concatenate([h["state"][:, 1:], state[:, None]], axis=1)
+        h["env"] = np.concatenate([h["env"][:, 1:], env[:, None]], axis=1)
+        for key in ("table_depth", "arm_depth", "tcp"):
+            h[key] = np.concatenate([h[key][:, 1:], geometry[key][:, None]], axis=1)
+        B = self.num_envs
+        has_objects = self.cfg.env_state_dim > 0 and env.shape[-1] % 7 == 0
+        geometry = {k: h[k].reshape(B * WINDOW, *h[k].shape[2:]) for k in ("table_depth", "arm_depth", "tcp")}
+        envs = h["env"] if has_objects else None
+        flags = self.checker.check(h["state"], self.frame_dt, env_states=envs, geometry=geometry).flags
+        newest = flags[:, -1].copy()
+        acc = VIOLATIONS.index("joint_acceleration")
+        newest[:, acc] = flags[:, -2, acc]  # an acceleration is known once the next state is in
+        return newest | self.checker.commands(chunk.cpu().numpy()).any(axis=1)
+
+
+@torch.no_grad()
+def calibrate_support(
+    model: WorldModel, episodes: list[dict[str, torch.Tensor]], quantile: float = 0.99
+) -> float:
+    """The `quantile` of the head's disagreement replaying logged actions from each episode's first frame.
+
+    `episodes` are `ClipDataset.episode` samples (all frames of an episode at the model's rate). What the
+    head shows on the actions it was trained on is the disagreement of "inside the data's support".
+    """
+    values = []
+    head = model.state_head
+    for ep in episodes:
+        frames = model.frames({k: ep[k][None, :1].float() for k in model.config.camera_keys})
+        latent = head.encode(frames[:, 0], model.norm("state", ep["observation.state"][None, 0].float()))
+        chunks = model.norm_chunks(ep["action"].float())  # (T-1,C)
+        for t in range(len(chunks)):
+            latent = head.step(latent, chunks[None, t])
+            values.append(float(head.disagreement(head.decode(latent))[0]))
+    if not values:
+        raise ValueError("no episode frames to calibrate the support threshold on.")
+    return float(np.quantile(values, quantile))

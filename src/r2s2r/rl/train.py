@@ -1,0 +1,428 @@
+"""RL in imagination: PPO (stable-baselines3) on the state-dynamics head, deployed in the reference world.
+
+`train_rl(cfg)`:
+
+1. reads the world model's own training recordings (`data`): their episode starts are where imagined
+   episodes begin; their frames and actions are the behaviour-cloning data when `init='bc'`; replaying
+   their logged actions calibrates the uncertainty that counts as "outside the data's support";
+2. builds the actor: from scratch, behaviour-cloned on the recordings (`init='bc'`, a weak starting policy),
+   or from an exported policy directory (fine-tuning it);
+3. runs PPO in `ImaginedEnv` (thousands of imagined episodes, never a reference-world step), in rounds of
+   `iterations` PPO updates; the first `warmup_rounds` train the critic only, so that a good starting actor
+   is not pushed around by a critic that knows nothing yet;
+4. after every round: saves the PPO state (weights, optimizer, step count) atomically, exports the actor as
+   a policy directory (`rl/policy.py`), and appends a progress row: imagined return, imagined success,
+   share of episodes that left the support, frames with physics violations; every `eval_every` rounds, and
+   after the last, the exported policy plays `eval_episodes` reference-world episodes (held-out initial
+   poses from `eval_seed`, used for nothing but this report), so imagined and reference success can be
+   compared as training goes.
+
+Re-running with the same settings resumes after the last saved round; round r reseeds every generator
+from (seed, r) and restarts the imagined episodes, so a killed and resumed run ends exactly where an
+uninterrupted one does. `rounds` may be raised to train further.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from r2s2r.data.commit import atomic_write_text
+from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.rl.env import ImaginedEnv, RewardConfig, calibrate_support
+from r2s2r.rl.policy import (
+    OBSERVATIONS,
+    ActionMap,
+    ActorSpec,
+    ImaginationPolicy,
+    build_actor,
+    export_policy,
+    feature_dim,
+    features,
+)
+
+INITS = ("scratch", "bc")
+
+
+@dataclass
+class RLConfig:
+    """What to train in which world model, how, and how to check it in the reference world."""
+
+    checkpoint: str = "assets/world_model_small"  # the world model (WorldModel directory) to train in
+    data: str = "outputs/rl/data"  # LeRobot dataset the world model was trained on: starts, BC, support
+    max_episodes: int = 0  # episodes of `data` to read (0: all)
+    output_dir: str = "outputs/rl/run"  # checkpoints, progress.jsonl, the exported policy/
+    observation: str = "latent"  # latent: cube pose from the cameras | state: from environment_state
+    init: str = "scratch"  # scratch | bc (behaviour-cloned on `data`) | an exported policy directory
+    bc_steps: int = 3000  # behaviour-cloning steps (init=bc)
+    bc_successes_only: bool = False  # clone only the episodes that succeeded
+    bc_log_std: float = -1.5  # exploration std (log, in actor units) after cloning
+    log_std_init: float = -0.5  # exploration std (log) from scratch
+    hidden: tuple[int, ...] = (256, 256)  # actor and critic hidden widths
+    num_envs: int = 256  # imagined episodes in parallel
+    horizon: int = 40  # world-model frames per imagined episode (40 x 10 control steps = 8 s)
+    rounds: int = 10  # rounds of `iterations` PPO updates; checkpoint, progress row and export after each
+    iterations: int = 4  # PPO updates per round, each on num_envs x horizon imagined frames
+    warmup_rounds: int = 0  # first rounds that train the critic only (use with a good starting actor)
+    learning_rate: float = 3e-4
+    n_epochs: int = 5  # PPO epochs over each batch of imagined frames
+    batch_size: int = 1024  # PPO minibatch
+    gamma: float = 0.98
+    gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    ent_coef: float = 0.0
+    target_kl: float = 0.05  # PPO stops an update's epochs early past this KL (keeps fine-tuning near init)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    support_quantile: float = 0.99  # calibrate reward.support_threshold to this quantile (0: never end early)
+    check_physics: bool = True  # physics-checker penalties on imagined frames
+    eval_every: int = 0  # rounds between reference-world evaluations (0: after the last round only)
+    eval_episodes: int = 20  # reference-world episodes per evaluation (ID and OOD alternating)
+    eval_seed: int = 2  # initial poses of the evaluation episodes; keep them apart from the data's seed
+    eval_envs: int = 10  # reference-world episodes in lockstep
+    episode_length: int = 400  # control steps per reference-world episode
+    seed: int = 0
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        self.hidden = tuple(self.hidden)
+        if self.observation not in OBSERVATIONS:
+            raise ValueError(f"observation={self.observation!r} must be one of {OBSERVATIONS}.")
+        if self.init not in INITS and not Path(self.init, "rl_policy.json").is_file():
+            raise ValueError(
+                f"init={self.init!r} must be one of {INITS} or a policy directory exported by r2s2r-rl."
+            )
+        checks = {
+            "num_envs": self.num_envs >= 1, "horizon": self.horizon >= 1, "rounds": self.rounds >= 1,
+            "iterations": self.iterations >= 1, "warmup_rounds": self.warmup_rounds >= 0,
+            "eval_episodes": self.eval_episodes >= 0, "eval_every": self.eval_every >= 0,
+            "support_quantile": 0 <= self.support_quantile < 1, "bc_steps": self.bc_steps >= 0,
+        }  # fmt: skip
+        for name, ok in checks.items():
+            if not ok:
+                raise ValueError(f"{name}={getattr(self, name)!r} is out of range; see --help.")
+
+    def fingerprint(self) -> dict:
+        """The settings a resumed run must share (not how far it goes nor how it is evaluated)."""
+        keep = json.loads(json.dumps(asdict(self)))
+        for key in ("rounds", "output_dir", "device", "eval_every", "eval_episodes", "eval_envs"):
+            keep.pop(key)
+        return keep
+
+
+# ---------------------------------------------------------------------- data
+
+
+def read_episodes(cfg: RLConfig, model: WorldModel) -> list[dict[str, torch.Tensor]]:
+    """Every episode of `cfg.data` at the model's frame rate, all frames (ClipDataset.episode)."""
+    from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
+
+    clip = ClipConfig(root=cfg.data, cameras=tuple(model.config.cameras), future_frames=1)
+    match_frame_rate(clip, model.config.frame_stride)
+    dataset = ClipDataset(clip)
+    chosen = dataset.episodes[: cfg.max_episodes] if cfg.max_episodes else dataset.episodes
+    return [dataset.episode(ep) for ep in tqdm(chosen, desc="reading episodes", unit="episode", leave=False)]
+
+
+def episode_starts(episodes: list[dict[str, torch.Tensor]], model: WorldModel) -> dict[str, torch.Tensor]:
+    keys = [*model.config.camera_keys, "observation.state", "observation.environment_state"]
+    return {k: torch.stack([ep[k][0] for ep in episodes]) for k in keys if k in episodes[0]}
+
+
+@torch.no_grad()
+def cloning_data(
+    episodes: list[dict[str, torch.Tensor]], model: WorldModel, observation: str, horizon: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(features (N,F), target changes (N,A)) of every recorded frame, as the policy would see and act.
+
+    Frame t's target is the command at the end of its chunk; the change is measured from the command at
+    the end of the previous chunk (at t = 0 from holding still), in action stds, as `ActionMap` reads it.
+    """
+    actions = ActionMap(model)
+    xs, ys = [], []
+    for ep in episodes:
+        state, chunk = ep["observation.state"].float(), ep["action"].float()  # (T,S), (T-1,stride,A)
+        T = len(chunk)
+        norm_state = model.norm("state", state[:T])
+        if observation == "state":
+            norm_env = model.norm("env", ep["observation.environment_state"][:T].float())
+        else:
+            frames = model.frames({k: ep[k][None, :T].float() for k in model.config.camera_keys})[0]
+            norm_env = model.state_head.decode(model.state_head.encode(frames, norm_state))["env_state"]
+        ends = actions.clip(chunk[:, -1])  # (T,A) the target each frame's chunk reaches
+        previous = torch.cat([actions.hold(state[:1]), ends[:-1]])  # (T,A)
+        phase = torch.arange(T, dtype=torch.float32) / horizon
+        xs.append(features(model, norm_state, norm_env, previous, phase))
+        ys.append((ends - previous) / actions.scale)
+    return torch.cat(xs), torch.cat(ys)
+
+
+# ---------------------------------------------------------------------- the actor in and out of SB3
+
+
+def _linears(policy) -> list[torch.nn.Linear]:
+    return [m for m in policy.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)] + [
+        policy.action_net
+    ]
+
+
+def actor_of(policy, spec: ActorSpec) -> torch.nn.Sequential:
+    """The SB3 policy's actor (mean) as the exported MLP."""
+    actor = build_actor(spec)
+    targets = [m for m in actor if isinstance(m, torch.nn.Linear)]
+    for src, dst in zip(_linears(policy), targets, strict=True):
+        dst.load_state_dict(src.state_dict())
+    return actor
+
+
+def load_actor_into(policy, actor: torch.nn.Sequential) -> None:
+    sources = [m for m in actor if isinstance(m, torch.nn.Linear)]
+    for src, dst in zip(sources, _linears(policy), strict=True):
+        dst.load_state_dict(src.state_dict())
+
+
+def behaviour_clone(policy, x: torch.Tensor, y: torch.Tensor, steps: int, seed: int) -> float:
+    """Fit the SB3 policy's mean action to (x, y) by MSE; returns the final loss."""
+    gen = torch.Generator().manual_seed(seed)
+    params = [p for m in _linears(policy) for p in m.parameters()]
+    optimizer = torch.optim.Adam(params, lr=1e-3)
+    loss = torch.zeros(())
+    for _ in tqdm(range(steps), desc="behaviour cloning", unit="step", leave=False):
+        idx = torch.randint(len(x), (min(512, len(x)),), generator=gen)
+        mean = policy.action_net(policy.mlp_extractor.forward_actor(x[idx]))
+        loss = torch.nn.functional.mse_loss(mean, y[idx])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return float(loss)
+
+
+# ---------------------------------------------------------------------- evaluation
+
+
+@torch.no_grad()
+def imagined_eval(policy, env: ImaginedEnv, seed: int) -> dict:
+    """Each env plays one imagined episode with the deterministic actor: mean return, success, etc."""
+    env.seed(seed)
+    obs = env.reset()
+    env.pop_episodes()
+    first: dict[int, dict] = {}
+    for _ in range(env.horizon):
+        action, _ = policy.predict(obs, deterministic=True)
+        obs, _, done, infos = env.step(action)
+        for b in np.flatnonzero(done):
+            first.setdefault(int(b), infos[b]["episode"])
+    env.pop_episodes()
+    return _episode_summary(list(first.values()))
+
+
+def _episode_summary(episodes: list[dict]) -> dict:
+    if not episodes:
+        return {}
+    return {
+        "return": float(np.mean([e["r"] for e in episodes])),
+        "success": float(np.mean([e["success"] for e in episodes])),
+        "left_support": float(np.mean([e["left_support"] for e in episodes])),
+        "violation_frames": float(np.mean([e["violation_frames"] for e in episodes])),
+        "uncertainty": float(np.mean([e["uncertainty"] for e in episodes])),
+        "episodes": len(episodes),
+    }
+
+
+def reference_eval(
+    policy_dir: str | Path, episodes: int, seed: int, episode_length: int = 400, num_envs: int = 10
+) -> dict:
+    """Success of an exported policy over `episodes` reference-world episodes (ID and OOD alternating)."""
+    from r2s2r.data.recorder import RecordConfig, _batches
+    from r2s2r.eval.imagined import success_rates
+    from r2s2r.eval.search import play
+    from r2s2r.robots.aloha import AlohaWorld, WorldConfig
+    from r2s2r.rollout.policy import PolicyConfig
+
+    policy = ImaginationPolicy(policy_dir)
+    mc = policy.model.config
+    world_cfg = WorldConfig(
+        cameras=tuple(mc.cameras), image_height=mc.image_height, image_width=mc.image_width, num_envs=num_envs
+    )
+    record = RecordConfig(
+        world=world_cfg, policy=PolicyConfig(path=str(policy_dir)), num_episodes=episodes,
+        episode_length=episode_length, distribution="mixed", seed=seed, root="unused",
+    )  # fmt: skip
+    render_every = mc.frame_stride if policy.spec.observation == "latent" else 0
+    rows = []
+    with AlohaWorld(world_cfg) as world:
+        for batch in tqdm(_batches(record, 0), desc="reference world", unit="batch", leave=False):
+            outcome = play(world, policy, batch.poses, episode_length, render_every)
+            for b, ep in enumerate(batch.indices):
+                rows.append({"episode": ep, "split": batch.dists[b], "success": bool(outcome["success"][b]),
+                             "max_reward": float(outcome["max_reward"][b])})  # fmt: skip
+    return {
+        **success_rates(rows, "success"),
+        "mean_max_reward": float(np.mean([r["max_reward"] for r in rows])),
+    }
+
+
+# ---------------------------------------------------------------------- training
+
+
+def _save_ppo(ppo, path: Path) -> None:
+    tmp = path.with_name(f".{path.stem}.tmp.zip")
+    ppo.save(tmp)
+    os.replace(tmp, path)
+
+
+def _set_actor_trainable(policy, trainable: bool) -> None:
+    for p in [*(q for m in _linears(policy) for q in m.parameters()), policy.log_std]:
+        p.requires_grad_(trainable)
+
+
+def train_rl(cfg: RLConfig) -> dict:
+    """Train (or resume) as the module docstring says; returns the run's summary (also summary.json)."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.utils import set_random_seed
+
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    state_file, progress_file, ppo_file = out / "state.json", out / "progress.jsonl", out / "ppo.zip"
+    fingerprint = cfg.fingerprint()
+    state = json.loads(state_file.read_text()) if state_file.is_file() else None
+    if state is not None and state["config"] != fingerprint:
+        changed = sorted(k for k in fingerprint if state["config"].get(k) != fingerprint[k])
+        raise ValueError(
+            f"{out} holds a run with other settings ({', '.join(changed)}); use another --output_dir or the "
+            "same settings to resume it."
+        )
+    model = WorldModel.from_pretrained(cfg.checkpoint, device=cfg.device).eval()
+    start = time.perf_counter()
+    episodes = read_episodes(cfg, model)
+    if state is None:
+        threshold = cfg.reward.support_threshold
+        if cfg.support_quantile and not threshold:
+            threshold = calibrate_support(model, episodes, cfg.support_quantile)
+        state = {"config": fingerprint, "round": 0, "support_threshold": threshold}
+    reward = RewardConfig(**{**asdict(cfg.reward), "support_threshold": state["support_threshold"]})
+    env = ImaginedEnv(
+        model, episode_starts(episodes, model), cfg.num_envs, cfg.horizon, reward, cfg.observation,
+        cfg.check_physics, cfg.seed,
+    )  # fmt: skip
+    spec = ActorSpec(
+        observation=cfg.observation, feature_dim=feature_dim(model), action_dim=model.config.action_dim,
+        hidden=cfg.hidden, frame_stride=model.config.frame_stride, horizon_frames=cfg.horizon,
+        robot=model.config.robot,
+    )  # fmt: skip
+    ppo_kwargs = dict(
+        n_steps=cfg.horizon, batch_size=cfg.batch_size, n_epochs=cfg.n_epochs,
+        learning_rate=cfg.learning_rate, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
+        clip_range=cfg.clip_range, ent_coef=cfg.ent_coef, target_kl=cfg.target_kl, device=cfg.device,
+        verbose=0, seed=cfg.seed,
+    )  # fmt: skip
+    summary: dict = {"support_threshold": state["support_threshold"], "observation": cfg.observation}
+    if state["round"] == 0:
+        set_random_seed(cfg.seed)
+        ppo = PPO(
+            "MlpPolicy", env,
+            policy_kwargs=dict(
+                net_arch=dict(pi=list(cfg.hidden), vf=list(cfg.hidden)), log_std_init=cfg.log_std_init
+            ),
+            **ppo_kwargs,
+        )  # fmt: skip
+        if cfg.init == "bc":
+            x, y = cloning_data(episodes, model, cfg.observation, cfg.horizon)
+            if cfg.bc_successes_only:
+                keep = torch.cat([
+                    torch.full((len(ep["action"]),), bool(ep.get("episode_success", True))) for ep in episodes
+                ])  # fmt: skip
+                x, y = x[keep], y[keep]
+            summary["bc_loss"] = behaviour_clone(ppo.policy, x, y, cfg.bc_steps, cfg.seed)
+            ppo.policy.log_std.data.fill_(cfg.bc_log_std)
+        elif cfg.init != "scratch":
+            init = ImaginationPolicy(cfg.init)
+            if init.spec.feature_dim != spec.feature_dim or init.spec.hidden != spec.hidden:
+                raise ValueError(
+                    f"init={cfg.init} has {init.spec.feature_dim} features and hidden {init.spec.hidden}; "
+                    f"this run has {spec.feature_dim} and {spec.hidden}: pass --hidden to match it."
+                )
+            load_actor_into(ppo.policy, init.actor)
+            ppo.policy.log_std.data.fill_(cfg.bc_log_std)
+        export_policy(out / "initial_policy", actor_of(ppo.policy, spec), spec, cfg.checkpoint)
+        _save_ppo(ppo, ppo_file)
+        atomic_write_text(state_file, json.dumps(state, indent=2))
+        atomic_write_text(progress_file, "")
+    else:
+        ppo = PPO.load(ppo_file, env=env, device=cfg.device)
+    rows = _read_rows(progress_file, state["round"])  # a row written after the last checkpoint goes
+    atomic_write_text(progress_file, "".join(json.dumps(r) + "\n" for r in rows))
+    if not rows:  # the starting actor, measured as every later round is
+        rows.append({"round": 0, "timesteps": 0, "imagined": imagined_eval(ppo.policy, env, cfg.seed)})
+        if cfg.eval_episodes:
+            rows[-1]["reference"] = reference_eval(
+                out / "initial_policy", cfg.eval_episodes, cfg.eval_seed, cfg.episode_length, cfg.eval_envs
+            )
+        _append(progress_file, rows[-1])
+
+    steps_per_round = cfg.iterations * cfg.num_envs * cfg.horizon
+    bar = tqdm(total=cfg.rounds, initial=state["round"], desc="RL in imagination", unit="round")
+    for r in range(state["round"], cfg.rounds):
+        set_random_seed(cfg.seed * 10_007 + r + 1)
+        env.seed(cfg.seed * 10_007 + r + 1)
+        ppo._last_obs = env.reset()
+        ppo._last_episode_starts = np.ones(cfg.num_envs, dtype=bool)
+        env.pop_episodes()
+        _set_actor_trainable(ppo.policy, r >= cfg.warmup_rounds)
+        round_start = time.perf_counter()
+        ppo.learn(steps_per_round, reset_num_timesteps=False)
+        row = {
+            "round": r + 1, "timesteps": int(ppo.num_timesteps),
+            "seconds": round(time.perf_counter() - round_start, 2),
+            "training": _episode_summary(env.pop_episodes()), "critic_only": r < cfg.warmup_rounds,
+        }  # fmt: skip
+        _save_ppo(ppo, ppo_file)
+        export_policy(out / "policy", actor_of(ppo.policy, spec), spec, cfg.checkpoint)
+        if r + 1 == cfg.rounds or (cfg.eval_every and (r + 1) % cfg.eval_every == 0):
+            row["imagined"] = imagined_eval(ppo.policy, env, cfg.seed)
+        if cfg.eval_episodes and "imagined" in row:
+            row["reference"] = reference_eval(
+                out / "policy", cfg.eval_episodes, cfg.eval_seed, cfg.episode_length, cfg.eval_envs
+            )
+        state["round"] = r + 1
+        atomic_write_text(state_file, json.dumps(state, indent=2))
+        _append(progress_file, row)
+        rows.append(row)
+        bar.update(1)
+        bar.set_postfix(
+            ret=f"{row['training'].get('return', float('nan')):.2f}",
+            succ=f"{row['training'].get('success', 0):.2f}",
+        )
+    bar.close()
+    summary.update({
+        "rounds": state["round"], "timesteps": int(ppo.num_timesteps), "progress": rows,
+        "policy": str(out / "policy"), "seconds_this_call": round(time.perf_counter() - start, 1),
+    })  # fmt: skip
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
+    return summary
+
+
+def _read_rows(path: Path, rounds: int) -> list[dict]:
+    """Progress rows of rounds 0..`rounds`; a half-written last line (a killed write) is dropped."""
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if row["round"] <= rounds:
+            rows.append(row)
+    return rows
+
+
+def _append(path: Path, row: dict) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+        f.flush()
+        os.fsync(f.fileno())

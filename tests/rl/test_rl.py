@@ -1,0 +1,208 @@
+"""RL in imagination: a known-answer task improves, the exported policy runs and repeats, runs resume."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from r2s2r.data.reader import ClipConfig, ClipDataset
+from r2s2r.model.configuration_world_model import WorldModelConfig
+from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.rl.env import ImaginedEnv, RewardConfig
+from r2s2r.rl.policy import ImaginationPolicy
+from r2s2r.rl.train import RLConfig, episode_starts, read_episodes, train_rl
+from r2s2r.robots.aloha import AlohaWorld, WorldConfig
+from r2s2r.robots.checker import VIOLATIONS
+from r2s2r.rollout.policy import PolicyConfig, load_policy, to_policy_batch
+
+CAMERAS = ("top", "left_wrist")
+POSES = np.array([[0.05, 0.45, 0.05, 1, 0, 0, 0], [0.15, 0.55, 0.05, 1, 0, 0, 0]])
+
+
+@pytest.fixture(scope="module")
+def world_model_dir(recorded, tmp_path_factory):
+    """A tiny world model whose state head has learnt, from the fixture's clips, how commands move proprio."""
+    torch.manual_seed(0)
+    model = WorldModel(WorldModelConfig.tiny())
+    data = ClipDataset(ClipConfig(root=recorded[0].root, cameras=CAMERAS, frame_rate=10, future_frames=3))
+    model.set_stats(data.stats)
+    clips = [data[i] for i in range(len(data))]
+    batch = {k: torch.stack([c[k] for c in clips]) for k in clips[0] if isinstance(clips[0][k], torch.Tensor)}
+    frames = model.frames(batch)
+    states, chunks = model.norm("state", batch["observation.state"]), model.norm_chunks(batch["action"])
+    optimizer = torch.optim.Adam(model.state_head.parameters(), lr=3e-3)
+    for _ in range(150):
+        loss = model.state_loss(frames, states, chunks, batch)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model.save_pretrained(tmp_path_factory.mktemp("wm") / "tiny")
+
+
+def reach_config(recorded, world_model_dir, output_dir, **overrides) -> RLConfig:
+    """Reach the proprio the first recorded episode ends in, from both episodes' starts."""
+    last = ClipDataset(ClipConfig(root=recorded[0].root, cameras=CAMERAS)).episode(0)["observation.state"][-1]
+    cfg = dict(
+        checkpoint=str(world_model_dir), data=recorded[0].root, output_dir=str(output_dir), init="scratch",
+        num_envs=32, horizon=8, rounds=4, iterations=2, n_epochs=4, batch_size=128, learning_rate=1e-3,
+        log_std_init=-1.0, hidden=(32, 32), check_physics=False, eval_episodes=0, support_quantile=0.0,
+        reward=RewardConfig(task="reach", reach_target=tuple(last.tolist()), uncertainty_weight=0.0),
+    )  # fmt: skip
+    cfg.update(overrides)
+    return RLConfig(**cfg)
+
+
+@pytest.fixture(scope="module")
+def reach_run(recorded, world_model_dir, tmp_path_factory):
+    cfg = reach_config(recorded, world_model_dir, tmp_path_factory.mktemp("rl") / "reach")
+    return cfg, train_rl(cfg)
+
+
+def test_rl_improves_imagined_return_on_a_known_answer_task(reach_run):
+    cfg, summary = reach_run
+    rows = summary["progress"]
+    before, after = rows[0]["imagined"]["return"], rows[-1]["imagined"]["return"]
+    assert [r["round"] for r in rows] == list(range(cfg.rounds + 1))
+    assert rows[-1]["timesteps"] == cfg.rounds * cfg.iterations * cfg.num_envs * cfg.horizon
+    assert before < 0 and after < 0  # minus squared distances
+    assert after > 0.5 * before, f"return {before:.3f} -> {after:.3f}: less than half the distance removed"
+
+
+def test_trained_policy_commands_head_towards_the_target(reach_run, recorded, world_model_dir):
+    """The known answer: commands that reach a proprio are near it. The trained policy's last commands
+    are nearer the target than where the episodes start."""
+    cfg, summary = reach_run
+    model = WorldModel.from_pretrained(cfg.checkpoint)
+    episodes = read_episodes(cfg, model)
+    env = ImaginedEnv(
+        model, episode_starts(episodes, model), 16, cfg.horizon, cfg.reward, check_physics=False
+    )
+    policy = ImaginationPolicy(summary["policy"])
+    obs = env.reset()
+    start_gap = (env.previous - torch.tensor(cfg.reward.reach_target)).abs().mean()
+    with torch.no_grad():
+        for _ in range(cfg.horizon - 1):
+            obs, *_ = env.step(policy.actor(torch.from_numpy(obs)).numpy())
+    end_gap = (env.previous - torch.tensor(cfg.reward.reach_target)).abs().mean()
+    assert end_gap < 0.7 * start_gap, f"mean |command - target| {start_gap:.3f} -> {end_gap:.3f}"
+
+
+def play(policy, steps=25) -> torch.Tensor:
+    cfg = WorldConfig(num_envs=2, cameras=CAMERAS, image_height=32, image_width=32)
+    with AlohaWorld(cfg) as world:
+        obs = world.reset(POSES)
+        policy.reset()
+        actions = []
+        for _ in range(steps):
+            actions.append(torch.as_tensor(policy.select_action(to_policy_batch(obs))).float())
+            obs = world.step(actions[-1].numpy()).observation
+    return torch.stack(actions)
+
+
+def test_exported_policy_loads_through_the_policy_interface_and_repeats(reach_run):
+    _, summary = reach_run
+    policy = load_policy(PolicyConfig(path=summary["policy"]))
+    assert isinstance(policy, ImaginationPolicy)
+    first, again = play(policy), play(policy)
+    assert torch.equal(first, again)
+    assert first.shape == (25, 2, 14) and torch.isfinite(first).all()
+    assert not torch.equal(first[0], first[-1])  # it acts, not holds
+    noisy = [play(load_policy(PolicyConfig(path=summary["policy"], kwargs={"noise": 0.3, "seed": s})))
+             for s in (1, 1, 2)]  # fmt: skip
+    assert torch.equal(noisy[0], noisy[1]) and not torch.equal(noisy[0], noisy[2])
+
+
+def test_exported_policy_without_its_cameras_says_what_to_render(reach_run):
+    _, summary = reach_run
+    policy = ImaginationPolicy(summary["policy"])
+    with pytest.raises(KeyError, match="left_wrist"):
+        policy.select_action({"observation.state": torch.zeros(1, 14),
+                              "observation.images.top": torch.zeros(1, 3, 32, 32)})  # fmt: skip
+
+
+def _strip(rows):
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+
+
+def test_killed_run_resumes_where_it_stopped(recorded, world_model_dir, tmp_path):
+    whole = train_rl(reach_config(recorded, world_model_dir, tmp_path / "whole", rounds=3, eval_every=1))
+    cut = reach_config(recorded, world_model_dir, tmp_path / "cut", rounds=1, eval_every=1)
+    train_rl(cut)
+    with open(tmp_path / "cut" / "progress.jsonl", "a") as f:  # the kill left half a row behind
+        f.write('{"round": 2, "timest')
+    resumed = train_rl(replace(cut, rounds=3))
+    assert _strip(resumed["progress"]) == _strip(whole["progress"])
+    assert resumed["timesteps"] == whole["timesteps"]
+    a = ImaginationPolicy(whole["policy"]).actor.state_dict()
+    b = ImaginationPolicy(resumed["policy"]).actor.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    rounds = [
+        json.loads(line)["round"] for line in (tmp_path / "cut" / "progress.jsonl").read_text().splitlines()
+    ]
+    assert rounds == [0, 1, 2, 3]
+
+
+def test_resuming_with_other_settings_is_refused(recorded, world_model_dir, tmp_path):
+    cfg = reach_config(recorded, world_model_dir, tmp_path / "run", rounds=1)
+    train_rl(cfg)
+    with pytest.raises(ValueError, match="learning_rate"):
+        train_rl(replace(cfg, learning_rate=1e-4))
+
+
+def test_leaving_the_support_ends_the_episode(recorded, world_model_dir):
+    model = WorldModel.from_pretrained(world_model_dir)
+    episodes = read_episodes(RLConfig(data=recorded[0].root, checkpoint=str(world_model_dir)), model)
+    starts = episode_starts(episodes, model)
+    wild = np.full((4, 14), 5.0, dtype=np.float32)  # +5 stds on every joint target per frame
+
+    def run(threshold: float):
+        env = ImaginedEnv(model, starts, 4, 6, RewardConfig(support_threshold=threshold), check_physics=False)
+        env.reset()
+        _, _, done, infos = env.step(wild)
+        return done, infos, env
+
+    done, infos, env = run(1e-6)
+    assert done.all() and all(i["episode"]["left_support"] for i in infos)
+    assert (env.t == 0).all()  # restarted
+    done, _, _ = run(0.0)  # no threshold: episodes run their horizon
+    assert not done.any()
+
+
+def test_physics_violations_are_flagged_and_cost_reward(recorded, world_model_dir):
+    model = WorldModel.from_pretrained(world_model_dir)
+    episodes = read_episodes(RLConfig(data=recorded[0].root, checkpoint=str(world_model_dir)), model)
+    reward = RewardConfig(
+        uncertainty_weight=0.0, progress_weight=0.0, success_weight=0.0, violation_weight=0.5
+    )
+    env = ImaginedEnv(model, episode_starts(episodes, model), 2, 6, reward, check_physics=True)
+    env.reset()
+    start = model.unnorm("state", env.norm_state)
+    hold = env.actions.hold(start)[:, None].expand(-1, model.config.frame_stride, -1)
+    assert not env._violations(hold)[:, VIOLATIONS.index("joint_velocity")].any()  # standing still
+    moved = start.clone()
+    moved[0, 1] += 2.5  # env 0's left shoulder 2.5 rad further in one 0.1 s frame: 25 rad/s > its 15.6
+    env.norm_state = model.norm("state", moved)
+    flags = env._violations(hold)
+    assert flags[0, VIOLATIONS.index("joint_velocity")] and not flags[1, VIOLATIONS.index("joint_velocity")]
+
+    decoded = model.state_head.decode(env.latent)
+    none = np.zeros((2, len(VIOLATIONS)), dtype=bool)
+    two = none.copy()
+    two[0, :2] = True
+    r_none, _, _ = env._reward(decoded, torch.zeros(2), none)
+    r_two, _, _ = env._reward(decoded, torch.zeros(2), two)
+    assert torch.allclose(r_none - r_two, torch.tensor([1.0, 0.0]))  # 2 types x 0.5 for env 0 only
+
+
+def test_bad_settings_are_one_clear_error(recorded, world_model_dir, tmp_path):
+    with pytest.raises(ValueError, match="init="):
+        RLConfig(init="nowhere")
+    with pytest.raises(ValueError, match="observation="):
+        RLConfig(observation="pixels")
+    cfg = reach_config(recorded, world_model_dir, tmp_path / "r")
+    with pytest.raises(ValueError, match="reach_target has 3 values"):
+        train_rl(replace(cfg, reward=RewardConfig(task="reach", reach_target=(0.0, 0.0, 0.0))))
