@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,13 +14,16 @@ from r2s2r.data.reader import ClipConfig, ClipDataset
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.rl.env import ImaginedEnv, RewardConfig
-from r2s2r.rl.policy import ImaginationPolicy
+from r2s2r.rl.policy import ActorSpec, ImaginationPolicy, build_actor, export_policy, feature_dim
 from r2s2r.rl.train import RLConfig, episode_starts, read_episodes, train_rl
 from r2s2r.robots.aloha import AlohaWorld, WorldConfig
 from r2s2r.robots.checker import VIOLATIONS
+from r2s2r.robots.spec import robot_spec
 from r2s2r.rollout.policy import PolicyConfig, load_policy, to_policy_batch
 
 CAMERAS = ("top", "left_wrist")
+DEMONSTRATOR = "r2s2r.robots.demonstrators:make_demonstrator"
+SPEC = robot_spec("aloha")
 POSES = np.array([[0.05, 0.45, 0.05, 1, 0, 0, 0], [0.15, 0.55, 0.05, 1, 0, 0, 0]])
 
 
@@ -73,22 +77,29 @@ def test_rl_improves_imagined_return_on_a_known_answer_task(reach_run):
 
 
 def test_trained_policy_commands_head_towards_the_target(reach_run, recorded, world_model_dir):
-    """The known answer: commands that reach a proprio are near it. The trained policy's last commands
-    are nearer the target than where the episodes start."""
+    """The known answer: commands that reach a proprio are near it. After training, the policy's last
+    commands are nearer the target than the untrained policy's, and than where the episodes start."""
     cfg, summary = reach_run
     model = WorldModel.from_pretrained(cfg.checkpoint)
     episodes = read_episodes(cfg, model)
-    env = ImaginedEnv(
-        model, episode_starts(episodes, model), 16, cfg.horizon, cfg.reward, check_physics=False
-    )
-    policy = ImaginationPolicy(summary["policy"])
-    obs = env.reset()
-    start_gap = (env.previous - torch.tensor(cfg.reward.reach_target)).abs().mean()
-    with torch.no_grad():
-        for _ in range(cfg.horizon - 1):
-            obs, *_ = env.step(policy.actor(torch.from_numpy(obs)).numpy())
-    end_gap = (env.previous - torch.tensor(cfg.reward.reach_target)).abs().mean()
-    assert end_gap < 0.7 * start_gap, f"mean |command - target| {start_gap:.3f} -> {end_gap:.3f}"
+    target = torch.tensor(cfg.reward.reach_target)
+
+    def final_gap(policy_dir) -> tuple[float, float]:
+        env = ImaginedEnv(
+            model, episode_starts(episodes, model), 16, cfg.horizon, cfg.reward, check_physics=False
+        )
+        policy = ImaginationPolicy(policy_dir)
+        obs = env.reset()
+        start = float((env.previous - target).abs().mean())
+        with torch.no_grad():
+            for _ in range(cfg.horizon - 1):
+                obs, *_ = env.step(policy.actor(torch.from_numpy(obs)).numpy())
+        return start, float((env.previous - target).abs().mean())
+
+    start, untrained = final_gap(Path(summary["policy"]).parent / "initial_policy")
+    _, trained = final_gap(summary["policy"])
+    gaps = f"|command - target|: start {start:.3f}, untrained {untrained:.3f}, trained {trained:.3f}"
+    assert trained < untrained and trained < start, gaps
 
 
 def play(policy, steps=25) -> torch.Tensor:
@@ -206,3 +217,57 @@ def test_bad_settings_are_one_clear_error(recorded, world_model_dir, tmp_path):
     cfg = reach_config(recorded, world_model_dir, tmp_path / "r")
     with pytest.raises(ValueError, match="reach_target has 3 values"):
         train_rl(replace(cfg, reward=RewardConfig(task="reach", reach_target=(0.0, 0.0, 0.0))))
+
+
+def test_residual_policy_with_zero_output_is_its_base(world_model_dir, tmp_path):
+    spec = ActorSpec(
+        action="residual", feature_dim=feature_dim(WorldModel.from_pretrained(world_model_dir), "residual"),
+        hidden=(8,), frame_stride=5, base={"path": DEMONSTRATOR, "kwargs": {"skill": "noisy", "seed": 3}},
+    )  # fmt: skip
+    actor = build_actor(spec)
+    torch.nn.init.zeros_(actor[-1].weight)
+    torch.nn.init.zeros_(actor[-1].bias)
+    path = export_policy(tmp_path / "residual", actor, spec, world_model_dir)
+    residual = play(load_policy(PolicyConfig(path=str(path))))
+    base = play(load_policy(PolicyConfig(path=DEMONSTRATOR, kwargs={"skill": "noisy", "seed": 3})))
+    lower, upper = torch.tensor(SPEC.position_lower), torch.tensor(SPEC.position_upper)
+    assert torch.equal(residual, torch.minimum(torch.maximum(base, lower), upper))
+    torch.nn.init.constant_(actor[-1].bias, 1.0)  # one actor unit = 0.2 action stds on every joint
+    moved = play(ImaginationPolicy(export_policy(tmp_path / "moved", actor, spec, world_model_dir)))
+    assert (moved - residual).abs().max() > 0.01
+
+
+def test_residual_env_steps_the_base_plan_in_imagination(recorded, world_model_dir):
+    model = WorldModel.from_pretrained(world_model_dir)
+    episodes = read_episodes(RLConfig(data=recorded[0].root, checkpoint=str(world_model_dir)), model)
+    base = load_policy(PolicyConfig(path=DEMONSTRATOR, kwargs={"skill": "noisy"}))
+    env = ImaginedEnv(model, episode_starts(episodes, model), 2, 4, action="residual", base=base,
+                      check_physics=False)  # fmt: skip
+    obs = env.reset()
+    planned = env.base_chunk.clone()  # (B,stride,A): what each env's copy of the base commands next
+    assert obs.shape == (2, feature_dim(model, "residual")) and torch.isfinite(planned).all()
+    assert torch.allclose(torch.from_numpy(obs[:, -14:]), model.norm("action", planned[:, 0]))
+    env.step(np.zeros((2, 14), np.float32))
+    assert torch.allclose(env.previous, env.actions.clip(planned[:, -1]))  # zero residual: the base's plan
+    with pytest.raises(ValueError, match="base policy"):
+        ImaginedEnv(model, episode_starts(episodes, model), 2, 4, action="residual")
+
+
+def test_a_frame_outside_the_support_earns_only_penalties(recorded, world_model_dir):
+    model = WorldModel.from_pretrained(world_model_dir)
+    episodes = read_episodes(RLConfig(data=recorded[0].root, checkpoint=str(world_model_dir)), model)
+    reward = RewardConfig(
+        success_weight=3.0, uncertainty_weight=2.0, violation_weight=0.0, support_penalty=1.5
+    )
+    env = ImaginedEnv(model, episode_starts(episodes, model), 2, 4, reward, check_physics=False)
+    env.reset()
+    decoded = model.state_head.decode(env.latent)
+    uncertainty = torch.tensor([0.1, 0.2])
+    none = np.zeros((2, len(VIOLATIONS)), dtype=bool)
+    env.value.zero_()  # the previous frame's progress, which the progress reward is measured from
+    inside, _, _ = env._reward(decoded, uncertainty, none, torch.tensor([False, False]))
+    env.value.zero_()
+    mixed, _, _ = env._reward(decoded, uncertainty, none, torch.tensor([False, True]))
+    assert torch.isclose(mixed[1], torch.tensor(-1.5 - 2.0 * 0.2))  # no progress, no success
+    assert torch.isclose(mixed[0], inside[0])  # env 0, inside, is scored as before
+    assert inside[1] > mixed[1]  # inside, env 1 would have earned progress and success

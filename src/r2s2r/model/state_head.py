@@ -70,7 +70,10 @@ class StateDynamicsHead(nn.Module):
     def encode(self, images: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         """Latent (B,L) of one observation: images (B,V,3,H,W) in [-1,1], normalized state (B,S)."""
         B, V = images.shape[:2]
-        features = self.trunk(images.flatten(0, 1)).reshape(B, -1)  # (B, V*4w)
+        return self.encode_features(self.trunk(images.flatten(0, 1)).reshape(B, -1), state)
+
+    def encode_features(self, features: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """Latent (B,L) from the camera trunk's features (B, V*4w) and normalized state (B,S)."""
         state_features = F.silu(self.state_in[self.cfg.robot](state))
         return self.latent_norm(self.encoder(torch.cat([features, state_features], dim=-1)))
 

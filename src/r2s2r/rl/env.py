@@ -2,8 +2,9 @@
 
 Each env is one imagined episode, started from a real episode start of the world model's own training
 recordings (encoded once), rolled one world-model frame per step by the head's ensemble, never decoding
-pixels. Observations are the policy features of `rl/policy.py`; actions are normalized changes of the joint
-targets (see `ActionMap`).
+pixels. Observations are the policy features of `rl/policy.py`; actions are what the actor outputs
+(`ActionMap`: joint targets, their changes, or a residual on a base policy that acts on the imagined
+observations, one copy of it per env).
 
 Reward of a frame, from the head's predictions of every ensemble member, combined pessimistically (the
 members' mean minus `pessimism` stds, so that a state only some members believe in is not worth much):
@@ -18,8 +19,11 @@ frame breaks (`robots/checker.py`, over the last few imagined frames and the com
 whose answer is known, for tests).
 
 Exploitation control: an imagined episode whose disagreement passes `support_threshold` has left the
-data's support; it ends there (no reward after it), and is counted. The threshold is calibrated from the
-disagreement of the head replaying the logged actions of its training episodes (`calibrate_support`).
+data's support; it ends there, that frame earns only its penalties and `support_penalty` (its predicted
+progress and success are not believed: a policy that jumps into a state the head wrongly scores as a
+success must not collect it), and it is counted. The threshold is calibrated from the
+head replaying the logged actions of its training episodes: the 99th percentile of each episode's worst
+frame (`calibrate_support`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.rl.policy import ActionMap, feature_dim, features
 from r2s2r.robots.checker import VIOLATIONS, PhysicsChecker
 from r2s2r.robots.spec import robot_spec
+from r2s2r.rollout.policy import Policy
+from r2s2r.rollout.search import fork_policy
 
 TASKS = ("task", "reach")
 ACTION_BOUND = 5.0  # actor outputs are clipped to +-5 action stds of target change per frame
@@ -52,6 +58,7 @@ class RewardConfig:
     violation_weight: float = 0.1  # per physics-violation type the frame breaks
     pessimism: float = 1.0  # members' mean minus this many stds, for progress and success
     support_threshold: float = 0.0  # disagreement that ends an episode (0: never; see calibrate_support)
+    support_penalty: float = 1.0  # charged on the frame that leaves the support, which earns nothing else
     reach_target: tuple[float, ...] = ()  # raw proprio (S) the reach task drives towards
 
     def __post_init__(self) -> None:
@@ -59,7 +66,7 @@ class RewardConfig:
         if self.task not in TASKS:
             raise ValueError(f"reward.task={self.task!r} must be one of {TASKS}.")
         for name in ("progress_weight", "success_weight", "uncertainty_weight", "violation_weight",
-                     "pessimism", "support_threshold"):  # fmt: skip
+                     "pessimism", "support_threshold", "support_penalty"):  # fmt: skip
             if not getattr(self, name) >= 0:
                 raise ValueError(f"reward.{name}={getattr(self, name)!r} must be >= 0.")
 
@@ -80,7 +87,10 @@ class ImaginedEnv(VecEnv):
         reward: RewardConfig | None = None,
         observation: str = "latent",
         check_physics: bool = True,
+        action: str = "absolute",
         seed: int = 0,
+        base: Policy | None = None,
+        residual_scale: float = 0.2,
     ):
         self.model = model.eval()
         self.cfg = model.config
@@ -88,7 +98,12 @@ class ImaginedEnv(VecEnv):
         self.horizon = horizon
         self.observation = observation
         self.device = model.state_mean.device
-        self.actions = ActionMap(model)
+        self.action_mode = action
+        self.actions = ActionMap(model, action, residual_scale)
+        if (action == "residual") != (base is not None):
+            raise ValueError("residual actions need a base policy, and only they take one.")
+        self.base = base
+        self.bases: list[Policy] = []  # one copy of the base per env, each with its own running state
         spec = robot_spec(self.cfg.robot)
         self.frame_dt = self.cfg.frame_stride / spec.control_hz
         self.checker = PhysicsChecker(spec) if check_physics else None
@@ -103,7 +118,7 @@ class ImaginedEnv(VecEnv):
                 )
             self.reach = model.norm("state", target)
         self._encode_starts(starts)
-        dim = feature_dim(model)
+        dim = feature_dim(model, action)
         self.render_mode = None  # nothing to render: imagined episodes have no frames
         super().__init__(
             num_envs,
@@ -138,6 +153,8 @@ class ImaginedEnv(VecEnv):
         else:  # what the deployed policy will read from its cameras
             self.start_env = decoded_env
         self.start_env_raw = model.unnorm("env", self.start_env)
+        true_env = starts.get("observation.environment_state")  # a base policy reads the real start pose
+        self.start_env_true = true_env.float().to(self.device) if true_env is not None else self.start_env_raw
 
     # ------------------------------------------------------------------ VecEnv api
     def reset(self) -> np.ndarray:
@@ -146,6 +163,9 @@ class ImaginedEnv(VecEnv):
         self.norm_state = torch.zeros(B, self.cfg.state_dim, device=self.device)
         self.norm_env = torch.zeros(B, self.start_env.shape[-1], device=self.device)
         self.previous = torch.zeros(B, self.cfg.action_dim, device=self.device)
+        self.base_chunk = torch.zeros(B, self.cfg.frame_stride, self.cfg.action_dim, device=self.device)
+        if self.base is not None and len(self.bases) != B:
+            self.bases = [fork_policy(self.base) for _ in range(B)]
         self.t = np.zeros(B, dtype=int)
         self.value = torch.zeros(B, device=self.device)  # pessimistic progress of the last frame
         self.stats = {k: np.zeros(B) for k in ("return", "success", "uncertainty", "violations", "progress")}
@@ -166,32 +186,40 @@ class ImaginedEnv(VecEnv):
     def step_wait(self):
         model, head = self.model, self.model.state_head
         change = torch.from_numpy(self._actions).to(self.device).clamp(-ACTION_BOUND, ACTION_BOUND)
-        target = self.actions.target(self.previous, change)
-        chunk = self.actions.chunk(self.previous, target)  # (B,stride,A)
+        if self.base is not None:
+            chunk = self.actions.residual(self.base_chunk, change)  # (B,stride,A)
+            target = chunk[:, -1]
+        else:
+            target = self.actions.target(self.previous, change)
+            chunk = self.actions.chunk(self.previous, target)  # (B,stride,A)
         self.latent = head.step(self.latent, model.norm_chunks(chunk))  # (B,M,L)
         decoded = head.decode(self.latent)
         self.norm_state = decoded["state"].mean(1)
         self.norm_env = decoded["env_state"].mean(1)
         self.previous = target
         self.t += 1
+        if self.base is not None:
+            env = model.unnorm("env", self.norm_env)
+            self._plan_base(np.arange(self.num_envs), model.unnorm("state", self.norm_state), env)
 
         uncertainty = head.disagreement(decoded)  # (B,)
         violations = self._violations(chunk)  # (B,K)
-        reward, progress, success = self._reward(decoded, uncertainty, violations)
         cfg = self.reward_cfg
-        left = (
-            (uncertainty > cfg.support_threshold).cpu().numpy()
+        outside = (
+            uncertainty > cfg.support_threshold
             if cfg.support_threshold
-            else np.zeros(self.num_envs, bool)
+            else torch.zeros_like(uncertainty) > 0
         )
+        reward, progress, success = self._reward(decoded, uncertainty, violations, outside)
+        left = outside.cpu().numpy()
         done = (self.t >= self.horizon) | left
         rewards = reward.cpu().numpy().astype(np.float32)
         s = self.stats
         s["return"] += rewards
-        s["success"] = np.maximum(s["success"], (success > 0.5).cpu().numpy())
+        s["success"] = np.maximum(s["success"], ((success > 0.5) & ~outside).cpu().numpy())
         s["uncertainty"] += uncertainty.cpu().numpy()
         s["violations"] += violations.any(1)
-        s["progress"] = np.maximum(s["progress"], progress.cpu().numpy())
+        s["progress"] = np.maximum(s["progress"], torch.where(outside, 0.0, progress).cpu().numpy())
         observation = self._features()
         infos: list[dict] = [{} for _ in range(self.num_envs)]
         ended = np.flatnonzero(done)
@@ -246,6 +274,12 @@ class ImaginedEnv(VecEnv):
         self.norm_env[i] = self.start_env[pick]
         self.previous[i] = self.actions.hold(state)
         self.t[idx] = 0
+        if self.base is not None:
+            for b in idx:
+                self.bases[b].reset()
+                if hasattr(self.bases[b], "reseed"):  # a scripted base: its own noise in every episode
+                    self.bases[b].reseed(int(self.rng.integers(2**31)))
+            self._plan_base(idx, state, self.start_env_true[pick])
         self.value[i] = self._progress(model.state_head.decode(self.latent[i]))[0]
         for key in self.stats:
             self.stats[key][idx] = 0
@@ -257,9 +291,29 @@ class ImaginedEnv(VecEnv):
             for key in ("table_depth", "arm_depth", "tcp"):
                 self.history[key][idx] = geometry[key][:, None]
 
+    @torch.no_grad()
+    def _plan_base(self, idx: np.ndarray, state: torch.Tensor, env: torch.Tensor) -> None:
+        """The base's actions for the next frame of envs `idx`, from their (imagined) state (n,S), env (n,E).
+
+        The imagined observation holds for the frame (the head predicts one per frame), so each copy of the
+        base is asked `stride` times with it, as a robot's policy between two camera frames would be.
+        """
+        obs = {"observation.state": state.cpu()}
+        if self.cfg.env_state_dim:
+            obs["observation.environment_state"] = env.cpu()
+        for n, b in enumerate(idx):
+            one = {k: v[n : n + 1] for k, v in obs.items()}
+            actions = [
+                torch.as_tensor(self.bases[b].select_action(one)).float()
+                for _ in range(self.cfg.frame_stride)
+            ]
+            self.base_chunk[b] = torch.cat(actions).to(self.device)
+
     def _features(self) -> np.ndarray:
         phase = torch.from_numpy(self.t / self.horizon).float().to(self.device)
-        return features(self.model, self.norm_state, self.norm_env, self.previous, phase).cpu().numpy()
+        extra = self.base_chunk[:, 0] if self.base is not None else self.previous
+        feats = features(self.model, self.norm_state, self.norm_env, extra, phase, self.action_mode)
+        return feats.cpu().numpy()
 
     def _progress(self, decoded: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Pessimistic expected staged reward (0..1) and success probability: (B,), (B,)."""
@@ -273,7 +327,11 @@ class ImaginedEnv(VecEnv):
             progress, success = progress[:, 0], success[:, 0]
         return progress, success
 
-    def _reward(self, decoded, uncertainty, violations) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _reward(
+        self, decoded, uncertainty, violations, outside=None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Reward (B,), pessimistic progress and success of the newest frame. A frame `outside` the support
+        earns nothing but its penalties and `support_penalty`: its predictions are not to be believed."""
         cfg = self.reward_cfg
         progress, success = self._progress(decoded)
         if cfg.task == "reach":
@@ -284,6 +342,8 @@ class ImaginedEnv(VecEnv):
         self.value = progress
         penalty = cfg.uncertainty_weight * uncertainty
         penalty = penalty + cfg.violation_weight * torch.from_numpy(violations.sum(1)).float().to(self.device)
+        if outside is not None:
+            reward = torch.where(outside, -cfg.support_penalty, reward)
         return reward - penalty, progress, success
 
     def _violations(self, chunk: torch.Tensor) -> np.ndarray:
@@ -313,20 +373,25 @@ class ImaginedEnv(VecEnv):
 def calibrate_support(
     model: WorldModel, episodes: list[dict[str, torch.Tensor]], quantile: float = 0.99
 ) -> float:
-    """The `quantile` of the head's disagreement replaying logged actions from each episode's first frame.
+    """The `quantile`, over episodes, of the head's largest disagreement replaying each one's logged actions.
 
-    `episodes` are `ClipDataset.episode` samples (all frames of an episode at the model's rate). What the
-    head shows on the actions it was trained on is the disagreement of "inside the data's support".
+    `episodes` are `ClipDataset.episode` samples (all frames of an episode at the model's rate), replayed
+    from their first frames as imagined episodes are. An imagined episode that goes further from the data
+    than nearly every logged one did at its worst frame has left the support.
     """
-    values = []
     head = model.state_head
-    for ep in episodes:
-        frames = model.frames({k: ep[k][None, :1].float() for k in model.config.camera_keys})
-        latent = head.encode(frames[:, 0], model.norm("state", ep["observation.state"][None, 0].float()))
-        chunks = model.norm_chunks(ep["action"].float())  # (T-1,C)
-        for t in range(len(chunks)):
-            latent = head.step(latent, chunks[None, t])
-            values.append(float(head.disagreement(head.decode(latent))[0]))
-    if not values:
-        raise ValueError("no episode frames to calibrate the support threshold on.")
-    return float(np.quantile(values, quantile))
+    if not episodes:
+        raise ValueError("no episodes to calibrate the support threshold on.")
+    starts = [ep for ep in episodes if len(ep["action"])]
+    T = min(len(ep["action"]) for ep in starts)
+    frames = model.frames(
+        {k: torch.stack([ep[k][:1] for ep in starts]).float() for k in model.config.camera_keys}
+    )
+    state = torch.stack([ep["observation.state"][0] for ep in starts]).float()
+    latent = head.encode(frames[:, 0], model.norm("state", state))
+    chunks = model.norm_chunks(torch.stack([ep["action"][:T] for ep in starts]).float())  # (N,T,C)
+    worst = torch.zeros(len(starts))
+    for t in range(T):
+        latent = head.step(latent, chunks[:, t])
+        worst = torch.maximum(worst, head.disagreement(head.decode(latent)))
+    return float(np.quantile(worst.numpy(), quantile))

@@ -1,7 +1,8 @@
 """Policies trained in imagination: what they observe, how they act, how they are saved and loaded.
 
 **What the policy observes.** A vector of normalized features (the world model's statistics):
-proprio (S), the cube pose (E), the joint targets it commanded last (A) and the episode phase t/T (1).
+proprio (S), the cube pose (E), the episode phase t/T (1) and, for `delta` actions, the joint targets it
+commanded last (A).
 In imagination proprio and cube pose are the state-dynamics head's predictions (the ensemble's mean),
 rolled forward from real episode starts. At deployment they come from the robot, by `observation`:
 
@@ -16,11 +17,14 @@ whether they come from an encoded real frame or from a latent rolled forward man
 sees the same quantities at training and at deployment; the raw latent has no such anchor, and latents
 rolled by the dynamics drift away from what the encoder produces for the same scene.
 
-**How it acts.** Once per world-model frame (`frame_stride` control steps) the actor outputs a change of
-its joint targets, in units of the action's standard deviation; the new target is the old one plus that
-change, clipped into the joint and gripper ranges, and the control steps of the frame move linearly from
-the old target to the new one (the demonstrations' commands are smooth; a jump per frame would not be).
-At an episode's start the old target is the measured proprio clipped into the ranges ("hold still").
+**How it acts.** Once per world-model frame (`frame_stride` control steps) the actor outputs new joint
+targets (`absolute`, the default: normalized by the action statistics) or a change of its last targets in
+action standard deviations (`delta`); the target is clipped into the joint and gripper ranges, and the
+control steps of the frame move linearly from the old target to the new one (the demonstrations' commands
+are smooth; a jump per frame would not be). At an episode's start the old target is the measured proprio
+clipped into the ranges ("hold still"). Absolute targets are the default because behaviour cloning with
+deltas compounds its errors: each frame's small error is added to the next one's starting point, and a
+cloned policy drifted off the demonstrations' joint configurations within a second.
 
 **Saved form.** A policy directory holds `rl_policy.json` (features, sizes, action scaling),
 `actor.safetensors` (the actor MLP; its mean is the deterministic action) and `world_model/` (a copy of
@@ -47,6 +51,7 @@ from r2s2r.robots.spec import robot_spec
 
 POLICY_FILE = "rl_policy.json"
 OBSERVATIONS = ("latent", "state")
+ACTIONS = ("absolute", "delta", "residual")
 
 
 @dataclass
@@ -54,7 +59,10 @@ class ActorSpec:
     """Everything that fixes an exported actor besides its weights."""
 
     observation: str = "latent"  # how the deployed policy gets the cube pose; see the module docstring
-    feature_dim: int = 36  # S + E + A + 1
+    action: str = "absolute"  # absolute: joint targets | delta: changes of the last ones | residual: on base
+    feature_dim: int = 22  # S + E + 1, and + A (the last targets, or the base's action) for delta, residual
+    base: dict | None = None  # residual actions: the base policy (PolicyConfig fields: path, kwargs)
+    residual_scale: float = 0.2  # residual actions: one actor unit is this many action stds
     action_dim: int = 14
     hidden: tuple[int, ...] = (256, 256)  # the actor MLP's hidden widths (tanh), as stable-baselines3's
     frame_stride: int = 10  # control steps per decision (the world model's)
@@ -65,11 +73,15 @@ class ActorSpec:
         self.hidden = tuple(self.hidden)
         if self.observation not in OBSERVATIONS:
             raise ValueError(f"observation={self.observation!r} must be one of {OBSERVATIONS}.")
+        if self.action not in ACTIONS:
+            raise ValueError(f"action={self.action!r} must be one of {ACTIONS}.")
+        if (self.action == "residual") != (self.base is not None):
+            raise ValueError("residual actions need a base policy, and only they have one.")
 
 
-def feature_dim(model: WorldModel) -> int:
+def feature_dim(model: WorldModel, action: str = "absolute") -> int:
     c = model.config
-    return c.state_dim + max(c.env_state_dim, 1) + c.action_dim + 1
+    return c.state_dim + max(c.env_state_dim, 1) + 1 + (c.action_dim if action != "absolute" else 0)
 
 
 def features(
@@ -78,15 +90,27 @@ def features(
     norm_env: torch.Tensor,
     target: torch.Tensor,
     phase: torch.Tensor,
+    action: str = "absolute",
 ) -> torch.Tensor:
-    """The policy's input (B,F): normalized proprio and cube pose, the last targets (raw), the phase."""
-    return torch.cat([norm_state, norm_env, model.norm("action", target), phase[:, None]], dim=-1)
+    """The policy's input (B,F): normalized proprio and cube pose, the phase, and `target` (raw, normalized
+    here): for delta actions the last targets, for residual ones the base policy's action."""
+    parts = [norm_state, norm_env, phase[:, None]]
+    if action != "absolute":
+        parts.append(model.norm("action", target))
+    return torch.cat(parts, dim=-1)
 
 
 class ActionMap:
-    """Actor outputs (normalized target changes) -> joint targets and the control steps of one frame."""
+    """Actor outputs -> joint targets and the control steps of one frame.
 
-    def __init__(self, model: WorldModel):
+    `absolute`: the output is the target, normalized by the action statistics. `delta`: the output is the
+    change of the last target, in action standard deviations. `residual`: the output, times
+    `residual_scale` action standard deviations, is added to every action of the base policy in the frame.
+    """
+
+    def __init__(self, model: WorldModel, mode: str = "absolute", residual_scale: float = 0.2):
+        self.mode, self.residual_scale = mode, residual_scale
+        self.mean = model.action_mean
         spec = robot_spec(model.config.robot)
         device = model.action_std.device
         self.lower = torch.tensor(spec.position_lower, dtype=torch.float32, device=device)
@@ -102,8 +126,21 @@ class ActionMap:
         """The targets that hold the robot where it is: its proprio, clipped into the command ranges."""
         return self.clip(state)
 
-    def target(self, previous: torch.Tensor, change: torch.Tensor) -> torch.Tensor:
-        return self.clip(previous + change * self.scale)
+    def target(self, previous: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+        if self.mode == "absolute":
+            return self.clip(self.mean + output * self.scale)
+        return self.clip(previous + output * self.scale)
+
+    def residual(self, base: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+        """Base actions (B,A) or (B,stride,A) plus the actor's residual (B,A), within the ranges."""
+        offset = output * self.scale * self.residual_scale
+        return self.clip(base + (offset[:, None] if base.dim() == 3 else offset))
+
+    def label(self, previous: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The output that commands `target` (behaviour cloning's regression target)."""
+        if self.mode == "absolute":
+            return (target - self.mean) / self.scale
+        return (target - previous) / self.scale
 
     def chunk(self, previous: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """(B,stride,A): the frame's control steps, linear from `previous` to `target`."""
@@ -170,10 +207,11 @@ class ImaginationPolicy:
             ) from None
         self.device = torch.device(device)
         self.model = WorldModel.from_pretrained(path / "world_model", device=self.device).eval()
-        if feature_dim(self.model) != self.spec.feature_dim:
+        if feature_dim(self.model, self.spec.action) != self.spec.feature_dim:
             raise ValueError(
                 f"{path}: the actor expects {self.spec.feature_dim} features but its world model gives "
-                f"{feature_dim(self.model)}; the directory mixes files of different runs: re-export it."
+                f"{feature_dim(self.model, self.spec.action)}; the directory mixes files of different runs: "
+                "re-export it."
             )
         self.actor = build_actor(self.spec)
         try:
@@ -181,12 +219,19 @@ class ImaginationPolicy:
         except RuntimeError as e:
             raise ValueError(f"{path / 'actor.safetensors'} does not fit {POLICY_FILE} ({e}).") from None
         self.actor.to(self.device).eval()
-        self.actions = ActionMap(self.model)
+        self.actions = ActionMap(self.model, self.spec.action, self.spec.residual_scale)
+        self.base = None
+        if self.spec.base is not None:
+            from r2s2r.rollout.policy import PolicyConfig, load_policy
+
+            self.base = load_policy(PolicyConfig(**self.spec.base, device=device))
         self.noise, self.seed = noise, seed
         self.name = f"rl:{path}"
         self.reset()
 
     def reset(self) -> None:
+        if self.base is not None:
+            self.base.reset()
         self.step = 0
         self.previous: torch.Tensor | None = None
         self.chunk: torch.Tensor | None = None
@@ -223,6 +268,9 @@ class ImaginationPolicy:
     @torch.no_grad()
     def select_action(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         k = self.step % self.spec.frame_stride
+        base = None
+        if self.base is not None:
+            base = torch.as_tensor(self.base.select_action(batch)).float().to(self.device)
         if k == 0:
             norm_state, norm_env = self._observe(batch)
             if self.previous is None:
@@ -231,15 +279,22 @@ class ImaginationPolicy:
             phase = torch.full(
                 (len(norm_state),), min(frame / self.spec.horizon_frames, 1.0), device=self.device
             )
-            change = self.actor(features(self.model, norm_state, norm_env, self.previous, phase))
+            extra = base if base is not None else self.previous
+            inputs = features(self.model, norm_state, norm_env, extra, phase, self.spec.action)
+            change = self.actor(inputs)
             if self.noise:
                 change = change + self.noise * torch.randn(
                     change.shape, generator=self.generator, device=self.device
                 )
-            target = self.actions.target(self.previous, change)
-            self.chunk = self.actions.chunk(self.previous, target)
-            self.previous = target
+            if base is not None:
+                self.output = change
+            else:
+                target = self.actions.target(self.previous, change)
+                self.chunk = self.actions.chunk(self.previous, target)
+                self.previous = target
         self.step += 1
+        if base is not None:
+            return self.actions.residual(base, self.output).cpu()
         return self.chunk[:, k].cpu()
 
 

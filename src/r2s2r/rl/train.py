@@ -2,7 +2,9 @@
 
 `train_rl(cfg)`:
 
-1. reads the world model's own training recordings (`data`): their episode starts are where imagined
+1. reads the world model's own training recordings (`data`) and, with `head_steps`, first refines the
+   world model's state-dynamics head on them (`training/head.py`; the refined model is saved in the run
+   and travels with the exported policy): their episode starts are where imagined
    episodes begin; their frames and actions are the behaviour-cloning data when `init='bc'`; replaying
    their logged actions calibrates the uncertainty that counts as "outside the data's support";
 2. builds the actor: from scratch, behaviour-cloned on the recordings (`init='bc'`, a weak starting policy),
@@ -27,7 +29,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +40,7 @@ from r2s2r.data.commit import atomic_write_text
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.rl.env import ImaginedEnv, RewardConfig, calibrate_support
 from r2s2r.rl.policy import (
+    ACTIONS,
     OBSERVATIONS,
     ActionMap,
     ActorSpec,
@@ -47,8 +50,10 @@ from r2s2r.rl.policy import (
     feature_dim,
     features,
 )
+from r2s2r.rollout.policy import PolicyConfig, load_policy
+from r2s2r.training.head import HeadConfig, refine_head
 
-INITS = ("scratch", "bc")
+INITS = ("scratch", "bc", "residual")
 
 
 @dataclass
@@ -56,11 +61,16 @@ class RLConfig:
     """What to train in which world model, how, and how to check it in the reference world."""
 
     checkpoint: str = "assets/world_model_small"  # the world model (WorldModel directory) to train in
+    head_steps: int = 0  # first refine its state head on `data` for this many steps (training/head.py)
+    head_window: int = 16  # frames per refinement unroll
     data: str = "outputs/rl/data"  # LeRobot dataset the world model was trained on: starts, BC, support
     max_episodes: int = 0  # episodes of `data` to read (0: all)
     output_dir: str = "outputs/rl/run"  # checkpoints, progress.jsonl, the exported policy/
     observation: str = "latent"  # latent: cube pose from the cameras | state: from environment_state
-    init: str = "scratch"  # scratch | bc (behaviour-cloned on `data`) | an exported policy directory
+    action: str = "absolute"  # absolute: the actor outputs joint targets | delta: changes of the last ones
+    init: str = "scratch"  # scratch | bc (cloned on `data`) | residual (on `base`) | an exported policy dir
+    base: PolicyConfig = field(default_factory=PolicyConfig)  # init=residual: the policy it corrects
+    residual_scale: float = 0.2  # init=residual: action stds per unit of actor output
     bc_steps: int = 3000  # behaviour-cloning steps (init=bc)
     bc_successes_only: bool = False  # clone only the episodes that succeeded
     bc_log_std: float = -1.5  # exploration std (log, in actor units) after cloning
@@ -73,7 +83,7 @@ class RLConfig:
     warmup_rounds: int = 0  # first rounds that train the critic only (use with a good starting actor)
     learning_rate: float = 3e-4
     n_epochs: int = 5  # PPO epochs over each batch of imagined frames
-    batch_size: int = 1024  # PPO minibatch
+    batch_size: int = 1280  # PPO minibatch (a divisor of num_envs x horizon is best)
     gamma: float = 0.98
     gae_lambda: float = 0.95
     clip_range: float = 0.2
@@ -94,6 +104,12 @@ class RLConfig:
         self.hidden = tuple(self.hidden)
         if self.observation not in OBSERVATIONS:
             raise ValueError(f"observation={self.observation!r} must be one of {OBSERVATIONS}.")
+        if self.action not in ACTIONS:
+            raise ValueError(f"action={self.action!r} must be one of {ACTIONS}.")
+        if self.init == "residual":
+            self.action = "residual"
+        elif self.action == "residual":
+            raise ValueError("action='residual' comes with init='residual' (and --base.path).")
         if self.init not in INITS and not Path(self.init, "rl_policy.json").is_file():
             raise ValueError(
                 f"init={self.init!r} must be one of {INITS} or a policy directory exported by r2s2r-rl."
@@ -137,14 +153,19 @@ def episode_starts(episodes: list[dict[str, torch.Tensor]], model: WorldModel) -
 
 @torch.no_grad()
 def cloning_data(
-    episodes: list[dict[str, torch.Tensor]], model: WorldModel, observation: str, horizon: int
+    episodes: list[dict[str, torch.Tensor]],
+    model: WorldModel,
+    observation: str,
+    horizon: int,
+    action: str = "absolute",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(features (N,F), target changes (N,A)) of every recorded frame, as the policy would see and act.
+    """(features (N,F), actor outputs (N,A)) of every recorded frame, as the policy would see and act.
 
-    Frame t's target is the command at the end of its chunk; the change is measured from the command at
-    the end of the previous chunk (at t = 0 from holding still), in action stds, as `ActionMap` reads it.
+    Frame t's target is the command at the end of its chunk; `ActionMap.label` turns it into the actor's
+    output (for delta actions, measured from the command at the end of the previous chunk; at t = 0 from
+    holding still).
     """
-    actions = ActionMap(model)
+    actions = ActionMap(model, action)
     xs, ys = [], []
     for ep in episodes:
         state, chunk = ep["observation.state"].float(), ep["action"].float()  # (T,S), (T-1,stride,A)
@@ -158,8 +179,8 @@ def cloning_data(
         ends = actions.clip(chunk[:, -1])  # (T,A) the target each frame's chunk reaches
         previous = torch.cat([actions.hold(state[:1]), ends[:-1]])  # (T,A)
         phase = torch.arange(T, dtype=torch.float32) / horizon
-        xs.append(features(model, norm_state, norm_env, previous, phase))
-        ys.append((ends - previous) / actions.scale)
+        xs.append(features(model, norm_state, norm_env, previous, phase, action))
+        ys.append(actions.label(previous, ends))
     return torch.cat(xs), torch.cat(ys)
 
 
@@ -243,7 +264,6 @@ def reference_eval(
     from r2s2r.eval.imagined import success_rates
     from r2s2r.eval.search import play
     from r2s2r.robots.aloha import AlohaWorld, WorldConfig
-    from r2s2r.rollout.policy import PolicyConfig
 
     policy = ImaginationPolicy(policy_dir)
     mc = policy.model.config
@@ -301,20 +321,32 @@ def train_rl(cfg: RLConfig) -> dict:
     model = WorldModel.from_pretrained(cfg.checkpoint, device=cfg.device).eval()
     start = time.perf_counter()
     episodes = read_episodes(cfg, model)
+    world_model_dir = cfg.checkpoint
+    if cfg.head_steps:  # the refined world model is part of the run: made once, reused on resume
+        world_model_dir = out / "world_model"
+        if not (world_model_dir / "model.safetensors").is_file():
+            refine_head(
+                model, episodes, HeadConfig(steps=cfg.head_steps, window=cfg.head_window, seed=cfg.seed)
+            )
+            model.save_pretrained(world_model_dir)
+        model = WorldModel.from_pretrained(world_model_dir, device=cfg.device).eval()
     if state is None:
         threshold = cfg.reward.support_threshold
         if cfg.support_quantile and not threshold:
             threshold = calibrate_support(model, episodes, cfg.support_quantile)
         state = {"config": fingerprint, "round": 0, "support_threshold": threshold}
     reward = RewardConfig(**{**asdict(cfg.reward), "support_threshold": state["support_threshold"]})
+    base = load_policy(replace(cfg.base, device=cfg.device)) if cfg.init == "residual" else None
     env = ImaginedEnv(
         model, episode_starts(episodes, model), cfg.num_envs, cfg.horizon, reward, cfg.observation,
-        cfg.check_physics, cfg.seed,
+        check_physics=cfg.check_physics, action=cfg.action, seed=cfg.seed, base=base,
+        residual_scale=cfg.residual_scale,
     )  # fmt: skip
     spec = ActorSpec(
-        observation=cfg.observation, feature_dim=feature_dim(model), action_dim=model.config.action_dim,
-        hidden=cfg.hidden, frame_stride=model.config.frame_stride, horizon_frames=cfg.horizon,
-        robot=model.config.robot,
+        observation=cfg.observation, action=cfg.action, feature_dim=feature_dim(model, cfg.action),
+        action_dim=model.config.action_dim, hidden=cfg.hidden, frame_stride=model.config.frame_stride,
+        horizon_frames=cfg.horizon, robot=model.config.robot, residual_scale=cfg.residual_scale,
+        base={"path": cfg.base.path, "kwargs": cfg.base.kwargs} if base is not None else None,
     )  # fmt: skip
     ppo_kwargs = dict(
         n_steps=cfg.horizon, batch_size=cfg.batch_size, n_epochs=cfg.n_epochs,
@@ -333,7 +365,7 @@ def train_rl(cfg: RLConfig) -> dict:
             **ppo_kwargs,
         )  # fmt: skip
         if cfg.init == "bc":
-            x, y = cloning_data(episodes, model, cfg.observation, cfg.horizon)
+            x, y = cloning_data(episodes, model, cfg.observation, cfg.horizon, cfg.action)
             if cfg.bc_successes_only:
                 keep = torch.cat([
                     torch.full((len(ep["action"]),), bool(ep.get("episode_success", True))) for ep in episodes
@@ -341,7 +373,7 @@ def train_rl(cfg: RLConfig) -> dict:
                 x, y = x[keep], y[keep]
             summary["bc_loss"] = behaviour_clone(ppo.policy, x, y, cfg.bc_steps, cfg.seed)
             ppo.policy.log_std.data.fill_(cfg.bc_log_std)
-        elif cfg.init != "scratch":
+        elif cfg.init not in INITS:  # an exported policy directory
             init = ImaginationPolicy(cfg.init)
             if init.spec.feature_dim != spec.feature_dim or init.spec.hidden != spec.hidden:
                 raise ValueError(
@@ -350,7 +382,7 @@ def train_rl(cfg: RLConfig) -> dict:
                 )
             load_actor_into(ppo.policy, init.actor)
             ppo.policy.log_std.data.fill_(cfg.bc_log_std)
-        export_policy(out / "initial_policy", actor_of(ppo.policy, spec), spec, cfg.checkpoint)
+        export_policy(out / "initial_policy", actor_of(ppo.policy, spec), spec, world_model_dir)
         _save_ppo(ppo, ppo_file)
         atomic_write_text(state_file, json.dumps(state, indent=2))
         atomic_write_text(progress_file, "")
@@ -383,7 +415,7 @@ def train_rl(cfg: RLConfig) -> dict:
             "training": _episode_summary(env.pop_episodes()), "critic_only": r < cfg.warmup_rounds,
         }  # fmt: skip
         _save_ppo(ppo, ppo_file)
-        export_policy(out / "policy", actor_of(ppo.policy, spec), spec, cfg.checkpoint)
+        export_policy(out / "policy", actor_of(ppo.policy, spec), spec, world_model_dir)
         if r + 1 == cfg.rounds or (cfg.eval_every and (r + 1) % cfg.eval_every == 0):
             row["imagined"] = imagined_eval(ppo.policy, env, cfg.seed)
         if cfg.eval_episodes and "imagined" in row:

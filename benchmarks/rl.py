@@ -1,0 +1,160 @@
+"""RL in imagination, judged in the reference world: from scratch, and fine-tuning a weak policy.
+
+1. The world model: the committed small model (`--checkpoint`), whose state-dynamics head is first refined
+   on the same recordings it was trained on (`training/head.py`, `--head_steps`); the head's open-loop
+   object error and outcome agreement on the held-out recordings are printed before and after.
+2. (a) **from scratch**: `r2s2r-rl --init=scratch`: a policy that reads proprio and the cube pose the
+   world model sees in the cameras, trained only in imagination, from the recordings' episode starts.
+3. (b) **fine-tuning a weak policy**: `r2s2r-rl --init=residual --base.kwargs='{skill: sloppy}'`: a
+   residual actor on the sloppy scripted demonstrator (35 % in the search benchmark), trained only in
+   imagination.
+4. Every policy plays `--episodes` reference-world episodes (ID and OOD alternating, initial poses from
+   `--eval_seed`, which no recording used) before training, every `--eval_every` rounds and after the last:
+   success with Wilson intervals, and the imagined success of the same policy beside it (the gap).
+
+No reference-world step is used for training: the recordings are the world model's training data
+(outputs/bench/data/train, `benchmarks/train_small.py` records them if missing). Prints a table and writes
+benchmarks/results/rl.json. Targets: (a) report the success reached; (b) >= +20 points.
+
+Each run resumes where it stopped (`r2s2r-rl` checkpoints every round).
+
+Usage:
+    python benchmarks/rl.py                       # ~45 min on 2 CPU cores
+    python benchmarks/rl.py --rounds_scratch 4 --rounds_finetune 2 --episodes 20   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's GL)
+from common import machine_info, print_table, write_json  # noqa: E402
+
+# isort: split
+from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
+from r2s2r.rl.train import RLConfig, read_episodes, train_rl  # noqa: E402
+from r2s2r.rollout.policy import PolicyConfig  # noqa: E402
+from r2s2r.training.head import HeadConfig, head_openloop, refine_head  # noqa: E402
+
+
+def world_model(args) -> tuple[str, dict]:
+    """The refined world model's directory (made once) and the head's open-loop figures before/after."""
+    out = Path(args.output_dir) / "world_model"
+    model = WorldModel.from_pretrained(args.checkpoint)
+    heldout = read_episodes(RLConfig(data=args.heldout), model)
+    figures = {"before": head_openloop(model, heldout)}
+    if not (out / "model.safetensors").is_file():
+        start = time.perf_counter()
+        train = read_episodes(RLConfig(data=args.data), model)
+        log = refine_head(model, train, HeadConfig(steps=args.head_steps))
+        model.save_pretrained(out)
+        figures["refine_seconds"] = round(time.perf_counter() - start, 1)
+        figures["final_loss"] = log[-1]["loss"]
+    figures["after"] = head_openloop(WorldModel.from_pretrained(out), heldout)
+    return str(out), figures
+
+
+def rate(r: dict | None, split: str = "all") -> str:
+    if not r or split not in r:
+        return "-"
+    lo, hi = r[split]["ci"]
+    return f"{100 * r[split]['rate']:.0f} [{100 * lo:.0f}-{100 * hi:.0f}]"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--checkpoint", default="assets/world_model_small", help="world model to refine")
+    parser.add_argument("--data", default="outputs/bench/data/train", help="its training recordings")
+    parser.add_argument("--heldout", default="outputs/bench/data/heldout", help="held-out recordings")
+    parser.add_argument("--head_steps", type=int, default=3000)
+    parser.add_argument("--episodes", type=int, default=100, help="reference-world episodes per evaluation")
+    parser.add_argument("--eval_seed", type=int, default=2)
+    parser.add_argument("--eval_every", type=int, default=5)
+    parser.add_argument("--rounds_scratch", type=int, default=25)
+    parser.add_argument("--rounds_finetune", type=int, default=20)
+    parser.add_argument("--output_dir", default="outputs/bench/rl")
+    args = parser.parse_args()
+    for root in (args.data, args.heldout):
+        if not Path(root, "meta", "info.json").is_file():
+            sys.exit(
+                f"rl.py: error: no recordings at {root}; `python benchmarks/train_small.py` records them."
+            )
+
+    start = time.perf_counter()
+    checkpoint, head = world_model(args)
+    common = dict(
+        checkpoint=checkpoint, data=args.data, eval_episodes=args.episodes, eval_seed=args.eval_seed,
+        eval_every=args.eval_every,
+    )  # fmt: skip
+    settings = {
+        "scratch": RLConfig(
+            **common, init="scratch", output_dir=f"{args.output_dir}/scratch", num_envs=256, iterations=4,
+            rounds=args.rounds_scratch,
+        ),
+        "finetune_sloppy": RLConfig(
+            **common, init="residual", base=PolicyConfig(kwargs={"skill": "sloppy"}),
+            output_dir=f"{args.output_dir}/finetune_sloppy", num_envs=64, iterations=2,
+            rounds=args.rounds_finetune,
+        ),
+    }  # fmt: skip
+    results, table, curves = {}, [], []
+    for name, cfg in settings.items():
+        t0 = time.perf_counter()
+        summary = train_rl(cfg)
+        seconds = time.perf_counter() - t0
+        rows = [r for r in summary["progress"] if "reference" in r]
+        first, last = rows[0], rows[-1]
+        gain = 100 * (last["reference"]["all"]["rate"] - first["reference"]["all"]["rate"])
+        results[name] = {"config": asdict(cfg), "progress": summary["progress"], "seconds_this_run": seconds,
+                         "support_threshold": summary["support_threshold"]}  # fmt: skip
+        table.append([
+            name, rate(first["reference"]), rate(last["reference"]), rate(last["reference"], "id"),
+            rate(last["reference"], "ood"), f"{gain:+.0f}",
+            f"{100 * first['imagined']['success']:.0f} -> {100 * last['imagined']['success']:.0f}",
+            f"{100 * last['imagined']['left_support']:.0f}", summary["timesteps"],
+        ])  # fmt: skip
+        for r in rows:
+            curves.append([
+                name, r["round"], r["timesteps"], f"{100 * r['imagined']['success']:.0f}",
+                rate(r["reference"]), f"{r['imagined']['return']:.2f}",
+                f"{100 * r['imagined']['left_support']:.0f}",
+                f"{100 * r['imagined']['violation_frames']:.0f}",
+            ])  # fmt: skip
+
+    ho = [
+        [k, *(f"{100 * v:.1f}" if v is not None else "-" for v in head[k]["object_error_m"].values()),
+         f"{100 * head[k]['outcome_agreement']:.0f}", f"{100 * head[k]['imagined_success']:.0f}",
+         f"{100 * head[k]['real_success']:.0f}"]
+        for k in ("before", "after")
+    ]  # fmt: skip
+    print_table(
+        "State head, open loop on held-out recordings",
+        ["head", "object cm 1 s", "3 s", "6 s", "outcome agreement %", "imagined success %", "real %"],
+        ho,
+    )
+    print_table(
+        "Imagined vs reference-world success during training",
+        ["setting", "round", "imagined frames", "imagined success %", "reference % [95 % CI]",
+         "imagined return", "left support %", "frames with violations %"], curves,
+    )  # fmt: skip
+    print_table(
+        f"RL in imagination, reference-world success over {args.episodes} episodes",
+        ["setting", "before %", "after %", "after ID %", "after OOD %", "gain (points)",
+         "imagined success %", "left support %", "imagined frames"], table,
+    )  # fmt: skip
+    write_json(
+        Path(__file__).parent / "results" / "rl.json",
+        {"machine": machine_info(), "args": vars(args), "head": head, "results": results,
+         "seconds": round(time.perf_counter() - start, 1)},
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
