@@ -221,7 +221,7 @@ def behaviour_clone(policy, x: torch.Tensor, y: torch.Tensor, steps: int, seed: 
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    return float(loss)
+    return loss.item()
 
 
 # ---------------------------------------------------------------------- evaluation

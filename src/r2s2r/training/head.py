@@ -121,8 +121,8 @@ def refine_head(model: WorldModel, episodes: list[dict[str, torch.Tensor]], cfg:
         optimizer.step()
         schedule.step()
         if step % 100 == 0 or step == cfg.steps - 1:
-            log.append({"step": step, "loss": float(loss)})
-            bar.set_postfix(loss=f"{float(loss):.3f}")
+            log.append({"step": step, "loss": loss.item()})
+            bar.set_postfix(loss=f"{loss.item():.3f}")
     head.eval()
     return log
 
