@@ -20,6 +20,7 @@ from r2s2r.robots.aloha import AlohaWorld, WorldConfig
 from r2s2r.robots.checker import VIOLATIONS
 from r2s2r.robots.spec import robot_spec
 from r2s2r.rollout.policy import PolicyConfig, load_policy, to_policy_batch
+from r2s2r.scripts.rl import main as rl_main
 
 CAMERAS = ("top", "left_wrist")
 DEMONSTRATOR = "r2s2r.robots.demonstrators:make_demonstrator"
@@ -271,3 +272,21 @@ def test_a_frame_outside_the_support_earns_only_penalties(recorded, world_model_
     assert torch.isclose(mixed[1], torch.tensor(-1.5 - 2.0 * 0.2))  # no progress, no success
     assert torch.isclose(mixed[0], inside[0])  # env 0, inside, is scored as before
     assert inside[1] > mixed[1]  # inside, env 1 would have earned progress and success
+
+
+def test_command_line_trains_exports_and_explains(recorded, world_model_dir, tmp_path, capsys):
+    args = [
+        f"--checkpoint={world_model_dir}", f"--data={recorded[0].root}", f"--output_dir={tmp_path / 'cli'}",
+        "--num_envs=8", "--horizon=4", "--rounds=1", "--iterations=1", "--eval_episodes=0",
+        "--check_physics=false", "--hidden=[16]", "--batch_size=32",
+    ]  # fmt: skip
+    assert rl_main(args) == 0
+    out = capsys.readouterr().out
+    assert "imagined return" in out and f"--policy.path={tmp_path / 'cli' / 'policy'}" in out
+    assert isinstance(load_policy(PolicyConfig(path=str(tmp_path / "cli" / "policy"))), ImaginationPolicy)
+    with pytest.raises(SystemExit) as stop:
+        rl_main(["--help"])
+    assert stop.value.code == 0 and "RL inside a trained world model" in capsys.readouterr().out
+    assert rl_main(["--init=nowhere"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "init='nowhere'" in err[0]
