@@ -15,7 +15,7 @@ from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.rl.env import ImaginedEnv, RewardConfig
 from r2s2r.rl.policy import ActorSpec, ImaginationPolicy, build_actor, export_policy, feature_dim
-from r2s2r.rl.train import RLConfig, episode_starts, read_episodes, train_rl
+from r2s2r.rl.train import RLConfig, episode_starts, read_episodes, train_rl, verify_with_video
 from r2s2r.robots.aloha import AlohaWorld, WorldConfig
 from r2s2r.robots.checker import VIOLATIONS
 from r2s2r.robots.spec import robot_spec
@@ -290,3 +290,16 @@ def test_command_line_trains_exports_and_explains(recorded, world_model_dir, tmp
     assert rl_main(["--init=nowhere"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "init='nowhere'" in err[0]
+
+
+def test_video_verification_replays_the_policy_in_the_full_world_model(reach_run, recorded):
+    cfg, summary = reach_run
+    model = WorldModel.from_pretrained(cfg.checkpoint)
+    starts = episode_starts(read_episodes(cfg, model), model)
+    first = verify_with_video(summary["policy"], starts, episodes=5, horizon=3, seed=1)
+    assert first["episodes"] == 2  # as many as there are starts
+    assert all(0 <= first[k] <= 1 for k in ("judge_success", "head_success", "agreement", "physics_flagged"))
+    assert first["agreement"] <= 1 - abs(first["judge_success"] - first["head_success"]) + 1e-9
+    assert verify_with_video(summary["policy"], starts, episodes=5, horizon=3, seed=1) == first
+    rows = summary["progress"]
+    assert rows[0]["verified"]["episodes"] == 2 and "verified" in rows[-1]  # before and after training

@@ -17,7 +17,9 @@
    share of episodes that left the support, frames with physics violations; every `eval_every` rounds, and
    after the last, the exported policy plays `eval_episodes` reference-world episodes (held-out initial
    poses from `eval_seed`, used for nothing but this report), so imagined and reference success can be
-   compared as training goes.
+   compared as training goes; and `verify_episodes` imagined episodes are re-played with the video model,
+   the judge and the checker (`verify_with_video`): a policy the head scores as successful but the judge,
+   reading the imagined frames, does not, is likely exploiting the head.
 
 Re-running with the same settings resumes after the last saved round; round r reseeds every generator
 from (seed, r) and restarts the imagined episodes, so a killed and resumed run ends exactly where an
@@ -96,6 +98,7 @@ class RLConfig:
     eval_episodes: int = 20  # reference-world episodes per evaluation (ID and OOD alternating)
     eval_seed: int = 2  # initial poses of the evaluation episodes; keep them apart from the data's seed
     eval_envs: int = 10  # reference-world episodes in lockstep
+    verify_episodes: int = 8  # imagined episodes re-played with the video model and judge at each evaluation
     episode_length: int = 400  # control steps per reference-world episode
     seed: int = 0
     device: str = "cpu"
@@ -127,7 +130,15 @@ class RLConfig:
     def fingerprint(self) -> dict:
         """The settings a resumed run must share (not how far it goes nor how it is evaluated)."""
         keep = json.loads(json.dumps(asdict(self)))
-        for key in ("rounds", "output_dir", "device", "eval_every", "eval_episodes", "eval_envs"):
+        for key in (
+            "rounds",
+            "output_dir",
+            "device",
+            "eval_every",
+            "eval_episodes",
+            "eval_envs",
+            "verify_episodes",
+        ):
             keep.pop(key)
         return keep
 
@@ -256,6 +267,37 @@ def _episode_summary(episodes: list[dict]) -> dict:
     }
 
 
+@torch.no_grad()
+def verify_with_video(
+    policy_dir: str | Path, starts: dict[str, torch.Tensor], episodes: int, horizon: int, seed: int = 0
+) -> dict:
+    """The exported policy closed-loop in the full world model (`WorldModelEnv`: video model, judge, checker).
+
+    The policy reads the imagined camera frames as it reads real ones. Per episode: does the judge see a
+    success in some imagined frame, does the state head predict one, do they agree, and did the checker flag
+    any frame. Where the head says success and the judge does not, the policy may be exploiting the head.
+    """
+    from r2s2r.rollout.world_model_env import WorldModelEnv
+
+    policy = ImaginationPolicy(policy_dir)
+    n = min(episodes, len(starts["observation.state"]))
+    env = WorldModelEnv(policy.model, num_envs=n, sampling_steps=1, seed=seed)
+    obs = env.reset({k: v[:n] for k, v in starts.items()})
+    policy.reset()
+    judge, head, flagged = (torch.zeros(n, dtype=torch.bool) for _ in range(3))
+    for _ in range(horizon * policy.model.config.frame_stride):
+        obs, _, _, info = env.step(policy.select_action(obs))
+        if info["imagined"]:
+            judge |= info["success"].cpu()
+            head |= info["head_success"].cpu()
+            flagged |= info["violations"].any(1)
+    return {
+        "judge_success": float(judge.float().mean()), "head_success": float(head.float().mean()),
+        "agreement": float((judge == head).float().mean()), "physics_flagged": float(flagged.float().mean()),
+        "episodes": n,
+    }  # fmt: skip
+
+
 def reference_eval(
     policy_dir: str | Path, episodes: int, seed: int, episode_length: int = 400, num_envs: int = 10
 ) -> dict:
@@ -337,8 +379,9 @@ def train_rl(cfg: RLConfig) -> dict:
         state = {"config": fingerprint, "round": 0, "support_threshold": threshold}
     reward = RewardConfig(**{**asdict(cfg.reward), "support_threshold": state["support_threshold"]})
     base = load_policy(replace(cfg.base, device=cfg.device)) if cfg.init == "residual" else None
+    starts = episode_starts(episodes, model)
     env = ImaginedEnv(
-        model, episode_starts(episodes, model), cfg.num_envs, cfg.horizon, reward, cfg.observation,
+        model, starts, cfg.num_envs, cfg.horizon, reward, cfg.observation,
         check_physics=cfg.check_physics, action=cfg.action, seed=cfg.seed, base=base,
         residual_scale=cfg.residual_scale,
     )  # fmt: skip
@@ -392,6 +435,10 @@ def train_rl(cfg: RLConfig) -> dict:
     atomic_write_text(progress_file, "".join(json.dumps(r) + "\n" for r in rows))
     if not rows:  # the starting actor, measured as every later round is
         rows.append({"round": 0, "timesteps": 0, "imagined": imagined_eval(ppo.policy, env, cfg.seed)})
+        if cfg.verify_episodes:
+            rows[-1]["verified"] = verify_with_video(
+                out / "initial_policy", starts, cfg.verify_episodes, cfg.horizon, cfg.seed
+            )
         if cfg.eval_episodes:
             rows[-1]["reference"] = reference_eval(
                 out / "initial_policy", cfg.eval_episodes, cfg.eval_seed, cfg.episode_length, cfg.eval_envs
@@ -418,6 +465,10 @@ def train_rl(cfg: RLConfig) -> dict:
         export_policy(out / "policy", actor_of(ppo.policy, spec), spec, world_model_dir)
         if r + 1 == cfg.rounds or (cfg.eval_every and (r + 1) % cfg.eval_every == 0):
             row["imagined"] = imagined_eval(ppo.policy, env, cfg.seed)
+        if cfg.verify_episodes and "imagined" in row:
+            row["verified"] = verify_with_video(
+                out / "policy", starts, cfg.verify_episodes, cfg.horizon, cfg.seed
+            )
         if cfg.eval_episodes and "imagined" in row:
             row["reference"] = reference_eval(
                 out / "policy", cfg.eval_episodes, cfg.eval_seed, cfg.episode_length, cfg.eval_envs
