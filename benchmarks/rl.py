@@ -10,7 +10,9 @@
    imagination.
 4. Every policy plays `--episodes` reference-world episodes (ID and OOD alternating, initial poses from
    `--eval_seed`, which no recording used) before training, every `--eval_every` rounds and after the last:
-   success with Wilson intervals, and the imagined success of the same policy beside it (the gap).
+   success with Wilson intervals, and the imagined success of the same policy beside it (the gap); before
+   and after training, 8 imagined episodes re-played with the video model and the judge say whether the
+   head's verdict holds up in the full world model.
 
 No reference-world step is used for training: the recordings are the world model's training data
 (outputs/bench/data/train, `benchmarks/train_small.py` records them if missing). Prints a table and writes
@@ -37,7 +39,13 @@ from common import machine_info, print_table, write_json  # noqa: E402
 
 # isort: split
 from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
-from r2s2r.rl.train import RLConfig, read_episodes, train_rl  # noqa: E402
+from r2s2r.rl.train import (  # noqa: E402
+    RLConfig,
+    episode_starts,
+    read_episodes,
+    train_rl,
+    verify_with_video,
+)
 from r2s2r.rollout.policy import PolicyConfig  # noqa: E402
 from r2s2r.training.head import HeadConfig, head_openloop, refine_head  # noqa: E402
 
@@ -111,14 +119,23 @@ def main() -> None:
         seconds = time.perf_counter() - t0
         rows = [r for r in summary["progress"] if "reference" in r]
         first, last = rows[0], rows[-1]
+        verified = {}  # the full world model's verdict (video + judge) on the policy before and after
+        for when, row, policy in (("before", first, "initial_policy"), ("after", last, "policy")):
+            if "verified" not in row:  # runs made before verification was part of r2s2r-rl
+                model = WorldModel.from_pretrained(checkpoint)
+                starts = episode_starts(read_episodes(RLConfig(data=args.data, max_episodes=8), model), model)
+                row["verified"] = verify_with_video(f"{cfg.output_dir}/{policy}", starts, 8, cfg.horizon)
+            verified[when] = row["verified"]
         gain = 100 * (last["reference"]["all"]["rate"] - first["reference"]["all"]["rate"])
         results[name] = {"config": asdict(cfg), "progress": summary["progress"], "seconds_this_run": seconds,
-                         "support_threshold": summary["support_threshold"]}  # fmt: skip
+                         "support_threshold": summary["support_threshold"], "verified": verified}  # fmt: skip
         table.append([
             name, rate(first["reference"]), rate(last["reference"]), rate(last["reference"], "id"),
             rate(last["reference"], "ood"), f"{gain:+.0f}",
             f"{100 * first['imagined']['success']:.0f} -> {100 * last['imagined']['success']:.0f}",
-            f"{100 * last['imagined']['left_support']:.0f}", summary["timesteps"],
+            f"{100 * last['imagined']['left_support']:.0f}",
+            f"{100 * verified['before']['judge_success']:.0f} -> {100 * verified['after']['judge_success']:.0f}",
+            f"{100 * verified['after']['agreement']:.0f}", summary["timesteps"],
         ])  # fmt: skip
         for r in rows:
             curves.append([
@@ -147,7 +164,8 @@ def main() -> None:
     print_table(
         f"RL in imagination, reference-world success over {args.episodes} episodes",
         ["setting", "before %", "after %", "after ID %", "after OOD %", "gain (points)",
-         "imagined success %", "left support %", "imagined frames"], table,
+         "imagined success % (head)", "left support %", "judge success % (video)", "head-judge agreement %",
+         "imagined frames"], table,
     )  # fmt: skip
     write_json(
         Path(__file__).parent / "results" / "rl.json",
