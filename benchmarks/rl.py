@@ -134,7 +134,8 @@ def main() -> None:
             rate(last["reference"], "ood"), f"{gain:+.0f}",
             f"{100 * first['imagined']['success']:.0f} -> {100 * last['imagined']['success']:.0f}",
             f"{100 * last['imagined']['left_support']:.0f}",
-            f"{100 * verified['before']['judge_success']:.0f} -> {100 * verified['after']['judge_success']:.0f}",
+            f"{100 * verified['before']['judge_success']:.0f} -> "
+            f"{100 * verified['after']['judge_success']:.0f}",
             f"{100 * verified['after']['agreement']:.0f}", summary["timesteps"],
         ])  # fmt: skip
         for r in rows:
