@@ -1,27 +1,34 @@
 """r2s2r-rl: train a policy by RL inside a trained world model, then check it in the reference world.
 
 Examples:
-    r2s2r-rl --checkpoint=assets/world_model_small --data=outputs/bench/data/train --init=bc \\
-        --output_dir=outputs/rl/finetune --rounds=20
-    r2s2r-rl --init=scratch --observation=latent --num_envs=1024 --rounds=50
-    r2s2r-rl --init=outputs/rl/finetune/policy --output_dir=outputs/rl/more   # fine-tune an exported policy
+    r2s2r-rl --data=outputs/bench/data/train --init=residual --base.kwargs='{skill: sloppy}' \\
+        --head_steps=3000 --rounds=20 --eval_episodes=100 --output_dir=outputs/rl/sloppy
+    r2s2r-rl --data=outputs/bench/data/train --init=scratch --num_envs=1024 --rounds=50
+    r2s2r-rl --init=bc --data=outputs/bench/data/train     # start from a behaviour-cloned actor
+    r2s2r-rl --init=outputs/rl/sloppy/policy --output_dir=outputs/rl/more   # go on from an exported policy
 
 The policy learns only from imagined episodes: PPO (stable-baselines3) on the world model's
 state-dynamics head, thousands of episodes in parallel from the episode starts of --data (the recordings
 the world model was trained on), rewarded by the head's staged reward and success, minus penalties for
 ensemble disagreement and physics-checker violations; an episode whose disagreement passes the data's
 99th percentile (--support_quantile) ends there. --init picks the starting actor: from scratch,
-behaviour-cloned on --data (a weak policy to fine-tune), or an exported policy directory.
+behaviour-cloned on --data, a residual correction of a base policy (--base.path, --base.kwargs: any
+policy acting on proprio and object pose; fine-tuning it), or an exported policy directory.
 
 --observation=latent (default) deploys on what a real robot has: proprio and the cube pose the world
 model reads from the cameras; --observation=state reads the pose from observation.environment_state.
+
+--head_steps=3000 first refines the world model's state-dynamics head on --data for long rollouts (about
+10 minutes on 2 CPU cores; the refined model is saved in the run and travels with the exported policy).
 
 After every round: a resumable checkpoint, a progress row (imagined return and success, episodes that left
 the support, frames with physics violations) in progress.jsonl, and the policy exported to
 <output_dir>/policy, runnable anywhere a policy is (--policy.path=<output_dir>/policy). Every --eval_every
 rounds and after the last, the policy plays --eval_episodes reference-world episodes on held-out initial
-poses (--eval_seed), used only for this report. Re-run with the same flags to resume; raise --rounds to
-train further.
+poses (--eval_seed), used only for this report, and --verify_episodes imagined episodes are re-played in
+the full world model (video model, judge, checker): when the head says success and the judge does not,
+the policy is likely exploiting the head. Re-run with the same flags to resume; raise --rounds to train
+further.
 """
 
 from __future__ import annotations
@@ -45,6 +52,14 @@ def rl_main(cfg: RLConfig) -> int:
         print(
             f"{row['round']:>5} {imagined.get('return', float('nan')):16.2f} "
             f"{100 * imagined.get('success', 0):16.1f}% {100 * imagined.get('left_support', 0):12.1f}% {ref}"
+        )
+    verified = [r for r in rows if "verified" in r]
+    if verified:
+        v = verified[-1]["verified"]
+        print(
+            f"\nfull world model, round {verified[-1]['round']}: judge sees success in "
+            f"{100 * v['judge_success']:.0f} % of {v['episodes']} imagined episodes, the head in "
+            f"{100 * v['head_success']:.0f} % (agreement {100 * v['agreement']:.0f} %)"
         )
     last = next((r for r in reversed(rows) if "reference" in r), None)
     if last:
