@@ -254,7 +254,7 @@ def test_residual_env_steps_the_base_plan_in_imagination(recorded, world_model_d
         ImaginedEnv(model, episode_starts(episodes, model), 2, 4, action="residual")
 
 
-def test_a_frame_outside_the_support_earns_only_penalties(recorded, world_model_dir):
+def test_leaving_the_support_forfeits_the_rest_of_the_episode(recorded, world_model_dir):
     model = WorldModel.from_pretrained(world_model_dir)
     episodes = read_episodes(RLConfig(data=recorded[0].root, checkpoint=str(world_model_dir)), model)
     reward = RewardConfig(
@@ -265,11 +265,12 @@ def test_a_frame_outside_the_support_earns_only_penalties(recorded, world_model_
     decoded = model.state_head.decode(env.latent)
     uncertainty = torch.tensor([0.1, 0.2])
     none = np.zeros((2, len(VIOLATIONS)), dtype=bool)
+    env.t = np.array([2, 2])  # the frame just imagined: 3 frames of the 4 are left, this one included
     env.value.zero_()  # the previous frame's progress, which the progress reward is measured from
     inside, _, _ = env._reward(decoded, uncertainty, none, torch.tensor([False, False]))
     env.value.zero_()
     mixed, _, _ = env._reward(decoded, uncertainty, none, torch.tensor([False, True]))
-    assert torch.isclose(mixed[1], torch.tensor(-1.5 - 2.0 * 0.2))  # no progress, no success
+    assert torch.isclose(mixed[1], torch.tensor(-1.5 * 3 - 2.0 * 0.2))  # no progress, no success
     assert torch.isclose(mixed[0], inside[0])  # env 0, inside, is scored as before
     assert inside[1] > mixed[1]  # inside, env 1 would have earned progress and success
 

@@ -19,11 +19,13 @@ frame breaks (`robots/checker.py`, over the last few imagined frames and the com
 whose answer is known, for tests).
 
 Exploitation control: an imagined episode whose disagreement passes `support_threshold` has left the
-data's support; it ends there, that frame earns only its penalties and `support_penalty` (its predicted
-progress and success are not believed: a policy that jumps into a state the head wrongly scores as a
-success must not collect it), and it is counted. The threshold is calibrated from the
-head replaying the logged actions of its training episodes: the 99th percentile of each episode's worst
-frame (`calibrate_support`).
+data's support; it ends there, that frame earns only its penalties and `support_penalty` for every frame
+the episode had left, and it is counted. Its predicted progress and success are not believed: a policy
+that jumps into a state the head wrongly scores as a success must not collect it. And the charge grows
+with the frames left, because a flat one made ending early the cheapest way to stop paying the
+per-frame uncertainty penalty: fine-tuning learnt to leave the support on purpose. The threshold is
+calibrated from the head replaying the logged actions of its training episodes: the 99th percentile of
+each episode's worst frame (`calibrate_support`).
 """
 
 from __future__ import annotations
@@ -58,7 +60,9 @@ class RewardConfig:
     violation_weight: float = 0.1  # per physics-violation type the frame breaks
     pessimism: float = 1.0  # members' mean minus this many stds, for progress and success
     support_threshold: float = 0.0  # disagreement that ends an episode (0: never; see calibrate_support)
-    support_penalty: float = 1.0  # charged on the frame that leaves the support, which earns nothing else
+    support_penalty: float = (
+        0.5  # per frame left in the episode, charged on the frame that leaves the support
+    )
     reach_target: tuple[float, ...] = ()  # raw proprio (S) the reach task drives towards
 
     def __post_init__(self) -> None:
@@ -331,7 +335,8 @@ class ImaginedEnv(VecEnv):
         self, decoded, uncertainty, violations, outside=None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Reward (B,), pessimistic progress and success of the newest frame. A frame `outside` the support
-        earns nothing but its penalties and `support_penalty`: its predictions are not to be believed."""
+        earns nothing but its penalties and `support_penalty` per frame left in the episode: its predictions
+        are not to be believed, and ending early must not be a way to stop paying the other penalties."""
         cfg = self.reward_cfg
         progress, success = self._progress(decoded)
         if cfg.task == "reach":
@@ -342,8 +347,9 @@ class ImaginedEnv(VecEnv):
         self.value = progress
         penalty = cfg.uncertainty_weight * uncertainty
         penalty = penalty + cfg.violation_weight * torch.from_numpy(violations.sum(1)).float().to(self.device)
-        if outside is not None:
-            reward = torch.where(outside, -cfg.support_penalty, reward)
+        if outside is not None:  # the rest of the episode is forfeited at more than it could have cost inside
+            left = torch.from_numpy(self.horizon - self.t + 1).float().to(self.device)
+            reward = torch.where(outside, -cfg.support_penalty * left, reward)
         return reward - penalty, progress, success
 
     def _violations(self, chunk: torch.Tensor) -> np.ndarray:
