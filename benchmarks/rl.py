@@ -74,6 +74,30 @@ def rate(r: dict | None, split: str = "all") -> str:
     return f"{100 * r[split]['rate']:.0f} [{100 * lo:.0f}-{100 * hi:.0f}]"
 
 
+def plot_curves(results: dict, path: Path) -> None:
+    """Imagined (head) and reference-world success against imagined frames, one panel per setting."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 3.6), squeeze=False)
+    for ax, (name, result) in zip(axes[0], results.items(), strict=True):
+        rows = [r for r in result["progress"] if "reference" in r]
+        frames = [r["timesteps"] for r in rows]
+        ax.plot(frames, [100 * r["imagined"]["success"] for r in rows], "o-", label="imagined (state head)")
+        ax.plot(frames, [100 * r["reference"]["all"]["rate"] for r in rows], "s-", label="reference world")
+        lo = [100 * r["reference"]["all"]["ci"][0] for r in rows]
+        hi = [100 * r["reference"]["all"]["ci"][1] for r in rows]
+        ax.fill_between(frames, lo, hi, alpha=0.2, color="C1")
+        ax.set(title=name, xlabel="imagined frames trained on", ylabel="success %", ylim=(-5, 105))
+        ax.legend(loc="center right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -168,6 +192,7 @@ def main() -> None:
          "imagined success % (head)", "left support %", "judge success % (video)", "head-judge agreement %",
          "imagined frames"], table,
     )  # fmt: skip
+    plot_curves(results, Path(args.output_dir) / "curves.png")
     write_json(
         Path(__file__).parent / "results" / "rl.json",
         {"machine": machine_info(), "args": vars(args), "head": head, "results": results,
