@@ -33,6 +33,20 @@ def atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def replace_directory(tmp: Path, directory: Path) -> Path:
+    """Put the fully written folder `tmp` in the place of `directory`, which may exist: readers see the old
+    folder or the new one, and a crash leaves at most a stale `.<name>.old` beside it."""
+    if directory.exists():
+        old = directory.with_name(f".{directory.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(directory, old)
+        os.replace(tmp, directory)
+        shutil.rmtree(old)
+    else:
+        os.replace(tmp, directory)
+    return directory
+
+
 def _tracked_files(root: Path) -> list[str]:
     files = []
     for d in _TRACKED_DIRS:

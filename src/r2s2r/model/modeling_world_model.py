@@ -16,7 +16,6 @@ everything needed to read raw observations. `save_pretrained` / `from_pretrained
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from r2s2r.data.commit import replace_directory
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.denoiser import MultiViewDenoiser
 from r2s2r.model.state_head import Judge, StateDynamicsHead
@@ -201,15 +201,7 @@ class WorldModel(nn.Module):
         self.config.save(tmp)
         tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
         save_file(tensors, tmp / "model.safetensors", metadata={"format": "pt", "library": "r2s2r"})
-        if directory.exists():
-            old = directory.with_name(f".{directory.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(directory, old)
-            os.replace(tmp, directory)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, directory)
-        return directory
+        return replace_directory(tmp, directory)
 
     @classmethod
     def from_pretrained(

@@ -36,7 +36,6 @@ normalize the features). `load_policy` recognises such a directory, so `r2s2r-re
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -45,7 +44,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from r2s2r.data.commit import atomic_write_text
+from r2s2r.data.commit import atomic_write_text, replace_directory
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.robots.spec import robot_spec
 
@@ -170,15 +169,7 @@ def export_policy(
     tensors = {k: v.detach().cpu().contiguous() for k, v in actor.state_dict().items()}
     save_file(tensors, tmp / "actor.safetensors", metadata={"format": "pt", "library": "r2s2r"})
     atomic_write_text(tmp / POLICY_FILE, json.dumps(asdict(spec), indent=2))
-    if directory.exists():
-        old = directory.with_name(f".{directory.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(directory, old)
-        os.replace(tmp, directory)
-        shutil.rmtree(old)
-    else:
-        os.replace(tmp, directory)
-    return directory
+    return replace_directory(tmp, directory)
 
 
 def is_rl_policy(path: str | Path) -> bool:

@@ -51,6 +51,7 @@ from r2s2r.rl.policy import (
     export_policy,
     feature_dim,
     features,
+    is_rl_policy,
 )
 from r2s2r.rollout.policy import PolicyConfig, load_policy
 from r2s2r.training.head import HeadConfig, refine_head
@@ -113,7 +114,7 @@ class RLConfig:
             self.action = "residual"
         elif self.action == "residual":
             raise ValueError("action='residual' comes with init='residual' (and --base.path).")
-        if self.init not in INITS and not Path(self.init, "rl_policy.json").is_file():
+        if self.init not in INITS and not is_rl_policy(self.init):
             raise ValueError(
                 f"init={self.init!r} must be one of {INITS} or a policy directory exported by r2s2r-rl."
             )

@@ -115,9 +115,9 @@ def _import_factory(path: str):
 def load_policy(cfg: PolicyConfig) -> Policy:
     """Build the policy named by `cfg`: a LeRobot pretrained directory or an import-path factory."""
     path = Path(cfg.path)
-    if path.is_dir() and (path / "rl_policy.json").is_file():  # exported by r2s2r-rl
-        from r2s2r.rl.policy import ImaginationPolicy
+    from r2s2r.rl.policy import ImaginationPolicy, is_rl_policy  # (imports rollout.policy itself)
 
+    if is_rl_policy(path):  # exported by r2s2r-rl
         return ImaginationPolicy(path, device=cfg.device, **cfg.kwargs)
     if path.is_dir():
         if not (path / "config.json").is_file():
