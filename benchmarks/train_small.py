@@ -37,6 +37,7 @@ from r2s2r.eval.openloop import OpenLoopConfig, evaluate_openloop  # noqa: E402
 from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
 from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 from r2s2r.rollout.policy import PolicyConfig  # noqa: E402
+from r2s2r.training.head import start_env  # noqa: E402
 from r2s2r.training.train import TrainConfig, train  # noqa: E402
 
 
@@ -103,7 +104,9 @@ def uncertainty_check(model: WorldModel, heldout: Path, seed: int = 0) -> dict:
     for ep in ds.episodes:
         episode = ds.episode(ep)
         frames = model.frames({k: episode[k][None, :1] for k in model.config.camera_keys})[:, 0]
-        latent = model.state_head.encode(frames, model.norm("state", episode["observation.state"][:1]))
+        latent = model.state_head.encode(
+            frames, model.norm("state", episode["observation.state"][:1]), start_env(model, episode)
+        )
         noise = torch.tensor(rng.uniform(lo, hi, episode["action"][:20].shape), dtype=torch.float32)
         for actions, store in ((episode["action"][:20], logged), (noise, random)):
             z = latent

@@ -3,12 +3,16 @@ the video model and the judge untouched."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
 import torch
 
 from r2s2r.data.reader import ClipConfig, ClipDataset
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
-from r2s2r.training.head import HeadConfig, head_openloop, refine_head
+from r2s2r.scripts.refine_head import main as refine_main
+from r2s2r.training.head import HeadConfig, head_openloop, refine_head, upgrade_head
 
 
 def test_refining_the_head_lowers_its_open_loop_error_and_touches_nothing_else(recorded):
@@ -29,3 +33,113 @@ def test_refining_the_head_lowers_its_open_loop_error_and_touches_nothing_else(r
     state = model.state_dict()
     assert all(torch.equal(state[k], v) for k, v in frozen.items())
     assert not torch.equal(state["state_head.env_out.weight"], env_out)  # the head itself did change
+
+
+def _tiny_on(recorded, **overrides):
+    torch.manual_seed(0)
+    model = WorldModel(WorldModelConfig.tiny(**overrides))
+    data = ClipDataset(ClipConfig(root=recorded[0].root, cameras=("top", "left_wrist"), frame_rate=10))
+    model.set_stats(data.stats)
+    return model, [data.episode(ep) for ep in data.episodes]
+
+
+def _start(model, episodes):
+    frames = model.frames({k: torch.stack([ep[k][:1] for ep in episodes]) for k in model.config.camera_keys})
+    state = model.norm("state", torch.stack([ep["observation.state"][0] for ep in episodes]))
+    env = model.norm("env", torch.stack([ep["observation.environment_state"][0] for ep in episodes]))
+    return frames[:, 0], state, env
+
+
+def test_upgrading_keeps_video_model_judge_and_trunk_and_refining_teaches_the_head_the_pose(recorded):
+    model, episodes = _tiny_on(recorded, head_reads_objects=False, head_carries_state=False)
+    new = upgrade_head(model)
+    assert new.config.head_reads_objects and new.config.head_carries_state
+    assert new.config.differences(model.config).keys() == {"head_reads_objects", "head_carries_state"}
+    old_state, new_state = model.state_dict(), new.state_dict()
+    kept = [k for k in old_state if not k.startswith("state_head.") or k.startswith("state_head.trunk.")]
+    assert all(torch.equal(new_state[k], old_state[k]) for k in kept)
+    assert upgrade_head(new) is new
+    frames, state, env = _start(new, episodes)
+    refine_head(new, episodes, HeadConfig(steps=80, batch_size=16, window=3))
+    head, pose = new.state_head, {}
+    with torch.no_grad():
+        for seen, mask in (("shown", None), ("hidden", torch.zeros(len(env), dtype=torch.bool))):
+            decoded = head.decode(head.encode(frames, state, new.norm("env", env_raw(episodes)), mask))
+            pose[seen] = new.unnorm("env", decoded["env_state"])
+    truth = env_raw(episodes)
+    error = {k: float((v[:, :3] - truth[:, :3]).norm(dim=-1).mean()) for k, v in pose.items()}
+    assert error["shown"] < 1e-5 < error["hidden"]  # a shown pose is carried as observed, not re-guessed
+
+
+def env_raw(episodes):
+    return torch.stack([ep["observation.environment_state"][0] for ep in episodes]).float()
+
+
+def test_a_carried_pose_stays_put_when_the_head_predicts_no_change():
+    """The carried state is stepped by the predicted change only: zero dynamics output, same state."""
+    torch.manual_seed(0)
+    cfg = WorldModelConfig.tiny()
+    head = WorldModel(cfg).state_head
+    with torch.no_grad():
+        head.dynamics.w2.zero_()
+        head.dynamics.b2.zero_()
+    frames = torch.rand(3, cfg.num_views, 3, cfg.image_height, cfg.image_width) * 2 - 1
+    state, env = torch.randn(3, cfg.state_dim), torch.randn(3, cfg.env_state_dim)
+    latent = head.encode(frames, state, env)
+    assert latent.shape == (3, head.latent_size) and head.latent_size == cfg.latent_dim + 14 + 7
+    for _ in range(5):
+        latent = head.step(latent, torch.randn(3, cfg.chunk_dim))
+    decoded = head.decode(latent)  # (B,M,·)
+    torch.testing.assert_close(decoded["state"], state[:, None].expand(-1, cfg.ensemble, -1))
+    torch.testing.assert_close(decoded["env_state"], env[:, None].expand(-1, cfg.ensemble, -1))
+
+
+def test_encoding_without_a_pose_is_encoding_it_hidden_and_a_wrong_pose_is_refused(recorded):
+    model, episodes = _tiny_on(recorded)
+    frames, state, env = _start(model, episodes)
+    head = model.state_head
+    with torch.no_grad():
+        none = head.encode(frames, state)
+        hidden = head.encode(frames, state, env, torch.zeros(len(env), dtype=torch.bool))
+        shown = head.encode(frames, state, env)
+    torch.testing.assert_close(none, hidden)
+    assert not torch.allclose(none, shown)
+    S = model.config.state_dim
+    torch.testing.assert_close(shown[:, -7:], env)  # carried exactly as observed ...
+    torch.testing.assert_close(none[:, -7:], head.env_out(none[:, : -S - 7]))  # ... or the cameras guess
+    with pytest.raises(ValueError, match=r"object pose has shape \(2, 3\), expected \(2, 7\)"):
+        head.encode(frames, state, env[:, :3])
+    blind = WorldModel(WorldModelConfig.tiny(head_reads_objects=False, head_carries_state=False)).state_head
+    torch.testing.assert_close(blind.encode(frames, state, env), blind.encode(frames, state))  # ignored
+
+
+def test_refine_head_cli_writes_a_loadable_world_model_with_its_figures(recorded, tmp_path, capsys):
+    model, _ = _tiny_on(recorded, head_reads_objects=False, head_carries_state=False)
+    model.save_pretrained(tmp_path / "wm")
+    out = tmp_path / "refined"
+    argv = [
+        f"--checkpoint={tmp_path / 'wm'}", f"--data=[{recorded[0].root}]", f"--heldout={recorded[0].root}",
+        f"--output_dir={out}", "--head.steps=20", "--head.batch_size=8", "--head.window=3",
+    ]  # fmt: skip
+    assert refine_main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "refined on 2 episodes" in printed and f"--checkpoint={out}" in printed
+    refined = WorldModel.from_pretrained(out)
+    assert refined.config.head_reads_objects and refined.config.head_carries_state  # upgraded on the way
+    figures = json.loads((out / "refine.json").read_text())
+    assert set(figures) >= {"before", "after", "after_cameras_only"} and figures["episodes"] == 2
+    original = WorldModel.from_pretrained(tmp_path / "wm").state_dict()
+    assert torch.equal(refined.state_dict()["denoiser.patch_in.weight"], original["denoiser.patch_in.weight"])
+    assert refine_main([f"--checkpoint={tmp_path / 'wm'}", f"--output_dir={out}"]) == 2
+    assert "no --data" in capsys.readouterr().err
+
+
+def test_a_config_written_before_todays_head_loads_as_it_was_trained(tmp_path):
+    """Checkpoints saved before `head_reads_objects` existed have heads that read the cameras only."""
+    WorldModelConfig.tiny().save(tmp_path)
+    raw = json.loads((tmp_path / "config.json").read_text())
+    del raw["head_reads_objects"], raw["head_carries_state"]
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    old = WorldModelConfig.load(tmp_path)
+    assert old.head_reads_objects is False and old.head_carries_state is False
+    assert WorldModelConfig.tiny().head_reads_objects and WorldModelConfig.tiny().head_carries_state

@@ -197,7 +197,8 @@ class ClipDataset(torch.utils.data.Dataset):
             self.decoder.check(path, n)
 
     def _compute_stats(self) -> dict[str, dict[str, torch.Tensor]]:
-        """Per-feature mean/std/min/max over the rows used: proprio, actions, object state, cameras."""
+        """Per-feature mean/std/min/max over the rows used: proprio, actions, object state, cameras; and,
+        for the low-dimensional features, the median and 1st/99th percentiles (a robust scale)."""
         rows = np.concatenate([np.nonzero(self.data["episode_index"] == ep)[0] for ep in self.episodes])
         stats = {}
         for key in ("observation.state", "action", "observation.environment_state"):
@@ -205,6 +206,7 @@ class ClipDataset(torch.utils.data.Dataset):
                 x = self.data[key][rows].astype(np.float64)
                 stats[key] = {
                     "mean": x.mean(0), "std": x.std(0), "min": x.min(0), "max": x.max(0),
+                    "median": np.median(x, 0), "q01": np.quantile(x, 0.01, 0), "q99": np.quantile(x, 0.99, 0),
                 }  # fmt: skip
         for key in self.camera_keys:  # LeRobot computes per-channel image stats while recording
             if self.meta.stats and key in self.meta.stats:

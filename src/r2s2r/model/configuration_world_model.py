@@ -15,6 +15,10 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+# Fields added after checkpoints were published, with the value that reproduces what those checkpoints
+# were trained as: a config.json that lacks one loads with this value, not the current default.
+PRE_FIELD_DEFAULTS = {"head_reads_objects": False, "head_carries_state": False}
+
 
 @dataclass
 class WorldModelConfig:
@@ -49,6 +53,14 @@ class WorldModelConfig:
     head_hidden: int = 256  # state-dynamics head: hidden width of its MLPs
     ensemble: int = 5  # state-dynamics head: members whose disagreement is the uncertainty
     reward_levels: int = 5  # staged reward values 0..reward_levels-1 (transfer-cube: 0..4)
+    head_reads_objects: bool = True  # the head's encoder also reads the observed object pose
+    # (observation.environment_state) where an observation has it: an imagined episode then starts from
+    # where the cube really is instead of from what 48x64 pixels say (cm off), which decides grasps
+    head_object_dropout: float = 0.25  # share of training encodings that hide the object pose, so the head
+    # still starts well from cameras alone (a robot without a pose estimate)
+    head_carries_state: bool = True  # the head's latent carries the normalized proprio and object pose
+    # explicitly, stepped by predicted changes (a still cube stays exactly where it was), instead of
+    # squeezing them through a normalized latent and reading them back out
     judge_width: int = 32  # success/reward judge: channels of its first conv layer
     state_loss_weight: float = 1.0  # weight of the state-dynamics head's loss in the total
     judge_loss_weight: float = 0.5  # weight of the judge's loss in the total
@@ -71,6 +83,8 @@ class WorldModelConfig:
             raise ValueError(f"context_noise={self.context_noise} must be in [0, 1).")
         if not 0.0 <= self.mean_fraction <= 1.0:
             raise ValueError(f"mean_fraction={self.mean_fraction} must be in [0, 1].")
+        if not 0.0 <= self.head_object_dropout < 1.0:
+            raise ValueError(f"head_object_dropout={self.head_object_dropout} must be in [0, 1).")
 
     # ------------------------------------------------------------------ derived
     @property
@@ -152,6 +166,8 @@ class WorldModelConfig:
             raise ValueError(
                 f"{path} has fields {unknown} this version of r2s2r does not know; upgrade r2s2r or retrain."
             )
+        for name, before in PRE_FIELD_DEFAULTS.items():  # files older than a field: its old behaviour
+            raw.setdefault(name, before)
         return cls(**raw)
 
     def differences(self, other: WorldModelConfig) -> dict[str, tuple]:

@@ -30,6 +30,7 @@ from r2s2r.model.denoiser import MultiViewDenoiser
 from r2s2r.model.state_head import Judge, StateDynamicsHead
 
 STAT_KEYS = {"state": "observation.state", "action": "action", "env": "observation.environment_state"}
+ROBUST_SPAN = 4.65  # the 1-99 % range of a normal distribution, in standard deviations
 
 
 class WorldModel(nn.Module):
@@ -46,11 +47,19 @@ class WorldModel(nn.Module):
 
     # ------------------------------------------------------------------ normalization
     def set_stats(self, stats: dict[str, dict[str, torch.Tensor]]) -> None:
-        """Take mean/std from `ClipDataset.stats` (LeRobot keys); std is floored so constant joints work."""
+        """Take mean/std from `ClipDataset.stats` (LeRobot keys); std is floored so constant joints work.
+
+        Object poses are centred on their median and scaled by their 1-99 % range where the stats have it:
+        objects can leave the workspace (a cube knocked off the table falls for metres), and a few such
+        frames would otherwise set a scale at which centimetres vanish from the head's loss."""
         for name, key in STAT_KEYS.items():
-            if key in stats:
-                getattr(self, f"{name}_mean").copy_(stats[key]["mean"])
-                getattr(self, f"{name}_std").copy_(stats[key]["std"].clamp_min(1e-2))
+            if key not in stats:
+                continue
+            mean, std = stats[key]["mean"], stats[key]["std"]
+            if name == "env" and {"median", "q01", "q99"} <= set(stats[key]):
+                mean, std = stats[key]["median"], (stats[key]["q99"] - stats[key]["q01"]) / ROBUST_SPAN
+            getattr(self, f"{name}_mean").copy_(mean)
+            getattr(self, f"{name}_std").copy_(std.clamp_min(1e-2))
 
     def norm(self, name: str, x: torch.Tensor) -> torch.Tensor:
         return (x - getattr(self, f"{name}_mean")) / getattr(self, f"{name}_std")
@@ -155,9 +164,10 @@ class WorldModel(nn.Module):
     ) -> torch.Tensor:
         """The head rolls from frame 0 through every chunk; every member is scored at every frame."""
         head = self.state_head
-        latent = head.encode(frames[:, 0], states[:, 0])  # (B,L)
-        loss = F.mse_loss(head.decode(latent)["state"], states[:, 0])
         env = self.norm("env", batch["observation.environment_state"]) if self.has_env(batch) else None
+        seen = head.sees_objects(len(states), states.device) if env is not None else None
+        latent = head.encode(frames[:, 0], states[:, 0], None if env is None else env[:, 0], seen)  # (B,L)
+        loss = F.mse_loss(head.decode(latent)["state"], states[:, 0])
         for t in range(chunks.shape[1]):
             latent = head.step(latent, chunks[:, t])  # (B,M,L)
             pred = head.decode(latent)

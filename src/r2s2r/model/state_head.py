@@ -1,11 +1,11 @@
 """The state-dynamics head (fast path) and the success/reward judge (reads frames).
 
-State-dynamics head: encodes one real observation (all views at model resolution + proprio) into a compact
-latent, then rolls that latent forward one model frame per action chunk with an ensemble of small MLPs,
-never decoding pixels. From any latent it predicts the proprio, the object state (where the data has it),
-the staged reward and success. Thousands of candidate action chunks roll out in one batched call; the
-spread of the ensemble members is the uncertainty of each imagined step (members agree where they were
-trained and drift apart elsewhere).
+State-dynamics head: encodes one real observation (all views at model resolution + proprio, and the object
+pose where the observation has it and `head_reads_objects` is on) into a compact latent, then rolls that
+latent forward one model frame per action chunk with an ensemble of small MLPs, never decoding pixels. From
+any latent it predicts the proprio, the object state (where the data has it), the staged reward and success.
+Thousands of candidate action chunks roll out in one batched call; the spread of the ensemble members is the
+uncertainty of each imagined step (members agree where they were trained and drift apart elsewhere).
 
 Judge: a small CNN over all views of one (real or imagined) frame that predicts the staged reward and
 success of the state it shows, so an imagined video can be scored like a real one.
@@ -56,26 +56,83 @@ class StateDynamicsHead(nn.Module):
         L, H = cfg.latent_dim, cfg.head_hidden
         self.trunk = conv_trunk(cfg.judge_width)  # shared by all views
         self.state_in = nn.ModuleDict({cfg.robot: nn.Linear(cfg.state_dim, H)})
+        self.reads_objects = cfg.head_reads_objects and cfg.env_state_dim > 0
+        if self.reads_objects:  # the object pose and a flag saying whether it was observed at all
+            self.env_in = nn.Linear(cfg.env_state_dim + 1, H)
         self.encoder = nn.Sequential(
-            nn.Linear(cfg.num_views * 4 * cfg.judge_width + H, H), nn.SiLU(), nn.Linear(H, L)
+            nn.Linear(cfg.num_views * 4 * cfg.judge_width + H * (1 + self.reads_objects), H),
+            nn.SiLU(),
+            nn.Linear(H, L),
         )
         self.latent_norm = nn.LayerNorm(L)  # keeps long latent rollouts bounded (no drift to infinity)
         self.chunk_in = nn.ModuleDict({cfg.robot: nn.Linear(cfg.chunk_dim, H)})
-        self.dynamics = EnsembleMLP(cfg.ensemble, L + H, H, L)
-        self.state_out = nn.ModuleDict({cfg.robot: nn.Linear(L, cfg.state_dim)})
-        self.env_out = nn.Linear(L, max(cfg.env_state_dim, 1))
-        self.reward_out = nn.Linear(L, cfg.reward_levels)
-        self.success_out = nn.Linear(L, 1)
+        # With `head_carries_state` the latent is [z (L), proprio (S), object pose (E)]: the normalized
+        # state is carried explicitly and stepped by predicted changes, so "nothing moved" is the default.
+        self.carried = cfg.state_dim + cfg.env_state_dim if cfg.head_carries_state else 0
+        C = self.carried
+        self.dynamics = EnsembleMLP(cfg.ensemble, L + C + H, H, L + C)
+        if not C:
+            self.state_out = nn.ModuleDict({cfg.robot: nn.Linear(L, cfg.state_dim)})
+        self.env_out = nn.Linear(L, max(cfg.env_state_dim, 1))  # carried: the cameras' guess at the start
+        self.reward_out = nn.Linear(L + C, cfg.reward_levels)
+        self.success_out = nn.Linear(L + C, 1)
 
-    def encode(self, images: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """Latent (B,L) of one observation: images (B,V,3,H,W) in [-1,1], normalized state (B,S)."""
+    @property
+    def latent_size(self) -> int:
+        """Width of the latent `encode` returns and `step` rolls: latent_dim, plus the carried state."""
+        return self.cfg.latent_dim + self.carried
+
+    def encode(
+        self,
+        images: torch.Tensor,
+        state: torch.Tensor,
+        env: torch.Tensor | None = None,
+        seen: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Latent (B,L) of one observation: images (B,V,3,H,W) in [-1,1], normalized state (B,S), and the
+        normalized object pose (B,E) where it was observed (`seen` (B,) bool; all of it when omitted). A head
+        that does not read objects ignores `env`."""
         B, V = images.shape[:2]
-        return self.encode_features(self.trunk(images.flatten(0, 1)).reshape(B, -1), state)
+        return self.encode_features(self.trunk(images.flatten(0, 1)).reshape(B, -1), state, env, seen)
 
-    def encode_features(self, features: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """Latent (B,L) from the camera trunk's features (B, V*4w) and normalized state (B,S)."""
-        state_features = F.silu(self.state_in[self.cfg.robot](state))
-        return self.latent_norm(self.encoder(torch.cat([features, state_features], dim=-1)))
+    def encode_features(
+        self,
+        features: torch.Tensor,
+        state: torch.Tensor,
+        env: torch.Tensor | None = None,
+        seen: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Latent (B,L) from the camera trunk's features (B, V*4w), normalized state (B,S) and object pose."""
+        parts = [features, F.silu(self.state_in[self.cfg.robot](state))]
+        B, E = state.shape[0], self.cfg.env_state_dim
+        if self.reads_objects:
+            if env is None:
+                env, seen = state.new_zeros(B, E), state.new_zeros(B, dtype=torch.bool)
+            if env.shape != (B, E):
+                raise ValueError(
+                    f"object pose has shape {tuple(env.shape)}, expected ({B}, {E}) "
+                    "(observation.environment_state, as the world model was trained on)."
+                )
+            seen = torch.ones(B, dtype=torch.bool, device=state.device) if seen is None else seen
+            flag = seen.to(state.dtype)[:, None]
+            parts.append(F.silu(self.env_in(torch.cat([env * flag, flag], dim=-1))))
+        z = self.latent_norm(self.encoder(torch.cat(parts, dim=-1)))
+        if not self.carried:
+            return z
+        if not E:
+            return torch.cat([z, state], dim=-1)
+        pose = self.env_out(z)  # what the cameras say; the observed pose where there is one
+        if self.reads_objects:
+            pose = torch.where(seen[:, None], env, pose)
+        return torch.cat([z, state, pose], dim=-1)
+
+    def sees_objects(
+        self, batch_size: int, device: torch.device | str = "cpu", generator: torch.Generator | None = None
+    ) -> torch.Tensor | None:
+        """Training: which encodings see the object pose (B,) bool; `head_object_dropout` of them do not."""
+        if not self.reads_objects:
+            return None
+        return (torch.rand(batch_size, generator=generator) >= self.cfg.head_object_dropout).to(device)
 
     def step(self, latent: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
         """One model frame ahead for every member: latent (B,L) or (B,M,L), chunk (B,C) -> (B,M,L)."""
@@ -84,13 +141,24 @@ class StateDynamicsHead(nn.Module):
         action = F.silu(self.chunk_in[self.cfg.robot](chunk))[:, None].expand(
             -1, latent.shape[1], -1
         )  # (B,M,H)
-        return self.latent_norm(latent + self.dynamics(torch.cat([latent, action], dim=-1)))
+        change = self.dynamics(torch.cat([latent, action], dim=-1))
+        L = self.cfg.latent_dim
+        z = self.latent_norm(latent[..., :L] + change[..., :L])
+        if not self.carried:
+            return z
+        return torch.cat([z, latent[..., L:] + change[..., L:]], dim=-1)  # carried state: old + change
 
     def decode(self, latent: torch.Tensor) -> dict[str, torch.Tensor]:
-        """From latents (...,L): normalized state and object state, reward logits, success logit."""
+        """From latents (...,latent_size): normalized state and object state, reward logits, success logit."""
+        L, S = self.cfg.latent_dim, self.cfg.state_dim
+        if self.carried:
+            state = latent[..., L : L + S]
+            env = latent[..., L + S :] if self.cfg.env_state_dim else self.env_out(latent[..., :L])
+        else:
+            state, env = self.state_out[self.cfg.robot](latent), self.env_out(latent)
         return {
-            "state": self.state_out[self.cfg.robot](latent),
-            "env_state": self.env_out(latent),
+            "state": state,
+            "env_state": env,
             "reward_logits": self.reward_out(latent),
             "success_logit": self.success_out(latent).squeeze(-1),
         }

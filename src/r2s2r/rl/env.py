@@ -142,10 +142,19 @@ class ImaginedEnv(VecEnv):
             raise KeyError(f"episode starts lack {missing}; the world model needs {self.cfg.camera_keys}.")
         state = starts["observation.state"].float().to(self.device)
         frames = model.frames({k: starts[k][:, None].float().to(self.device) for k in self.cfg.camera_keys})
+        env = starts.get("observation.environment_state")
+        # A policy that reads the object pose has it at its start, so the imagination may start from it too;
+        # one that reads the cameras deploys on a robot that may have no pose estimate: cameras alone.
+        sees = self.observation == "state" and env is not None and model.config.env_state_dim > 0
+        norm_env = model.norm("env", env.float().to(self.device)) if sees else None
         latents = []
         for i in range(0, len(state), 256):  # bounded memory for thousands of starts
             latents.append(
-                model.state_head.encode(frames[i : i + 256, 0], model.norm("state", state[i : i + 256]))
+                model.state_head.encode(
+                    frames[i : i + 256, 0],
+                    model.norm("state", state[i : i + 256]),
+                    None if norm_env is None else norm_env[i : i + 256],
+                )
             )
         self.start_latent = torch.cat(latents)  # (N,L)
         self.start_state = state
@@ -163,7 +172,7 @@ class ImaginedEnv(VecEnv):
     # ------------------------------------------------------------------ VecEnv api
     def reset(self) -> np.ndarray:
         B, M = self.num_envs, self.cfg.ensemble
-        self.latent = torch.zeros(B, M, self.cfg.latent_dim, device=self.device)
+        self.latent = torch.zeros(B, M, self.model.state_head.latent_size, device=self.device)
         self.norm_state = torch.zeros(B, self.cfg.state_dim, device=self.device)
         self.norm_env = torch.zeros(B, self.start_env.shape[-1], device=self.device)
         self.previous = torch.zeros(B, self.cfg.action_dim, device=self.device)
@@ -377,13 +386,14 @@ class ImaginedEnv(VecEnv):
 
 @torch.no_grad()
 def calibrate_support(
-    model: WorldModel, episodes: list[dict[str, torch.Tensor]], quantile: float = 0.99
+    model: WorldModel, episodes: list[dict[str, torch.Tensor]], quantile: float = 0.99, objects: bool = False
 ) -> float:
     """The `quantile`, over episodes, of the head's largest disagreement replaying each one's logged actions.
 
     `episodes` are `ClipDataset.episode` samples (all frames of an episode at the model's rate), replayed
     from their first frames as imagined episodes are. An imagined episode that goes further from the data
-    than nearly every logged one did at its worst frame has left the support.
+    than nearly every logged one did at its worst frame has left the support. With `objects`, each replay
+    starts from its recorded object pose as well (as imagined episodes of a state-observing policy do).
     """
     head = model.state_head
     if not episodes:
@@ -394,7 +404,11 @@ def calibrate_support(
         {k: torch.stack([ep[k][:1] for ep in starts]).float() for k in model.config.camera_keys}
     )
     state = torch.stack([ep["observation.state"][0] for ep in starts]).float()
-    latent = head.encode(frames[:, 0], model.norm("state", state))
+    env = None
+    if objects and all("observation.environment_state" in ep for ep in starts) and model.config.env_state_dim:
+        poses = torch.stack([ep["observation.environment_state"][0] for ep in starts]).float()
+        env = model.norm("env", poses)
+    latent = head.encode(frames[:, 0], model.norm("state", state), env)
     chunks = model.norm_chunks(torch.stack([ep["action"][:T] for ep in starts]).float())  # (N,T,C)
     worst = torch.zeros(len(starts))
     for t in range(T):

@@ -55,6 +55,7 @@ from r2s2r.rl.policy import (
 )
 from r2s2r.rollout.policy import PolicyConfig, load_policy
 from r2s2r.training.head import HeadConfig, refine_head
+from r2s2r.training.head import read_episodes as head_episodes
 
 INITS = ("scratch", "bc", "residual")
 
@@ -149,13 +150,7 @@ class RLConfig:
 
 def read_episodes(cfg: RLConfig, model: WorldModel) -> list[dict[str, torch.Tensor]]:
     """Every episode of `cfg.data` at the model's frame rate, all frames (ClipDataset.episode)."""
-    from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
-
-    clip = ClipConfig(root=cfg.data, cameras=tuple(model.config.cameras), future_frames=1)
-    match_frame_rate(clip, model.config.frame_stride)
-    dataset = ClipDataset(clip)
-    chosen = dataset.episodes[: cfg.max_episodes] if cfg.max_episodes else dataset.episodes
-    return [dataset.episode(ep) for ep in tqdm(chosen, desc="reading episodes", unit="episode", leave=False)]
+    return head_episodes(cfg.data, model, cfg.max_episodes)
 
 
 def episode_starts(episodes: list[dict[str, torch.Tensor]], model: WorldModel) -> dict[str, torch.Tensor]:
@@ -376,7 +371,7 @@ def train_rl(cfg: RLConfig) -> dict:
     if state is None:
         threshold = cfg.reward.support_threshold
         if cfg.support_quantile and not threshold:
-            threshold = calibrate_support(model, episodes, cfg.support_quantile)
+            threshold = calibrate_support(model, episodes, cfg.support_quantile, cfg.observation == "state")
         state = {"config": fingerprint, "round": 0, "support_threshold": threshold}
     reward = RewardConfig(**{**asdict(cfg.reward), "support_threshold": state["support_threshold"]})
     base = load_policy(replace(cfg.base, device=cfg.device)) if cfg.init == "residual" else None

@@ -174,7 +174,8 @@ class SearchPolicy:
             int(np.random.SeedSequence([cfg.seed, self.episodes, self.step]).generate_state(1)[0])
         )
         state, env = self._state(batch), self._env(batch)
-        latent = self.model.state_head.encode(self._frames(batch), self.model.norm("state", state))
+        norm_env = None if env is None else self.model.norm("env", env.to(self.cfg.device))
+        latent = self.model.state_head.encode(self._frames(batch), self.model.norm("state", state), norm_env)
         # The base's plans as the robot would execute them: commands past a joint or gripper range are
         # clipped into it (MuJoCo's ctrlrange would clamp them too); `clipped` counts the plans that were.
         plans = [self._imagine_plan(latent, batch, fork_policy(self.base), first)]  # (B,P,A) each

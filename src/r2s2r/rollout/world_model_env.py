@@ -7,6 +7,9 @@ new frame every `frame_stride` control steps (10 Hz over 50 Hz control): between
 holds and the actions are collected into the chunk that conditions the next frame. A full chunk
 (B, stride, A) may also be given at once.
 
+Where the reset observation carries the object pose (`observation.environment_state`), the state head
+starts from it as well as from the cameras (`head_reads_objects`); without it, from the cameras alone.
+
 Each imagined step returns the judge's staged reward and success read from the imagined frames, the
 state-dynamics head's proprio, object state, reward and success, and an uncertainty (ensemble
 disagreement of the head, in normalized units). The env never calls MuJoCo.
@@ -104,10 +107,13 @@ class WorldModelEnv:
         self.context_states = norm_state[:, None].repeat(1, K, 1)  # (B,K,S)
         hold = state[:, None].expand(-1, self.cfg.frame_stride, -1)  # holding still = targets at the state
         self.chunks = self.model.norm_chunks(hold)[:, None].repeat(1, K, 1)  # (B,K,C)
-        self.latent = self.model.state_head.encode(frame, norm_state)[:, None].repeat(1, self.cfg.ensemble, 1)
-        self.state = state
         self.env_state = initial.get("observation.environment_state", torch.zeros(self.num_envs, 1))
         self.env_state = self.env_state.to(self.device, torch.float32)
+        observed = self.env_state.shape[-1] == self.cfg.env_state_dim > 0  # the object pose, where known
+        norm_env = self.model.norm("env", self.env_state) if observed else None
+        latent = self.model.state_head.encode(frame, norm_state, norm_env)
+        self.latent = latent[:, None].repeat(1, self.cfg.ensemble, 1)
+        self.state = state
         self._read(frame, self.model.state_head.decode(self.latent))
         self._pending = []
         self.t = 0

@@ -17,18 +17,29 @@ The video model and the judge are not touched. `head_openloop` measures what mat
 the head replays each held-out episode's logged actions from its first frame; object-pose error at 1, 3
 and 6 s, and outcome agreement (whether it predicts success at some frame exactly when the episode
 succeeded).
+
+`refine_checkpoint` (`r2s2r-refine-head`) does this to a saved world model on one or more recordings (the
+model's own, and any policy rollouts worth adding) and writes a new world model; with `upgrade` it first
+gives a checkpoint made before today's head that head (`upgrade_head`), which refinement then trains.
+
+The object pose's normalization is re-taken from the refinement episodes, robustly (median and 1-99 %
+range, as `WorldModel.set_stats`): only the head reads or predicts object poses, and it is retrained here.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from r2s2r.data.commit import atomic_write_text
+from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
 
 
@@ -42,6 +53,83 @@ class HeadConfig:
     lr: float = 1e-3  # Adam, cosine-decayed to 0
     bootstrap: float = 0.8  # share of the windows each ensemble member trains on
     seed: int = 0
+
+
+@dataclass
+class RefineConfig:
+    """`r2s2r-refine-head`: refine a saved world model's state head and write a new world model."""
+
+    checkpoint: str = "assets/world_model_small"  # the world model (WorldModel directory) to start from
+    data: list[str] = field(default_factory=list)  # LeRobot datasets to refine on (its own recordings first)
+    heldout: str = ""  # LeRobot dataset for the before/after figures (never trained on); "" skips them
+    output_dir: str = "outputs/refine_head"  # the refined world model, and refine.json with the figures
+    upgrade: bool = True  # give an older checkpoint today's head first (`upgrade_head`)
+    max_episodes: int = 0  # episodes per dataset to read (0: all)
+    head: HeadConfig = field(default_factory=HeadConfig)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.data, str):
+            self.data = [self.data]
+        if not self.data:
+            raise ValueError("no --data; give the LeRobot dataset(s) to refine on, e.g. --data='[DIR]'.")
+        if self.head.steps < 1 or self.head.window < 2:
+            raise ValueError("head.steps must be >= 1 and head.window >= 2 (one chunk to unroll).")
+
+
+def read_episodes(root: str, model: WorldModel, max_episodes: int = 0) -> list[dict[str, torch.Tensor]]:
+    """Every episode of the LeRobot dataset at `root`, all frames at the model's frame rate."""
+    from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
+
+    clip = ClipConfig(root=root, cameras=tuple(model.config.cameras), future_frames=1)
+    match_frame_rate(clip, model.config.frame_stride)
+    dataset = ClipDataset(clip)
+    chosen = dataset.episodes[:max_episodes] if max_episodes else dataset.episodes
+    return [dataset.episode(ep) for ep in tqdm(chosen, desc="reading episodes", unit="episode", leave=False)]
+
+
+UPGRADES = {"head_reads_objects": True, "head_carries_state": True}  # today's head, see WorldModelConfig
+
+
+def upgrade_head(model: WorldModel) -> WorldModel:
+    """The same world model with today's state head (`UPGRADES`): it reads the observed object pose and
+    carries proprio and pose explicitly. The video model, the judge, the normalization and the cameras'
+    trunk are copied; the rest of an older head is rebuilt, so it must be refined (`refine_head`) before
+    use. A model that already has today's head is returned as is."""
+    cfg = model.config
+    if all(getattr(cfg, k) == v for k, v in UPGRADES.items()):
+        return model
+    new = WorldModel(WorldModelConfig(**{**cfg.to_dict(), **UPGRADES}))
+    state = new.state_dict()
+    for name, value in model.state_dict().items():
+        keep = not name.startswith("state_head.") or name.startswith("state_head.trunk.")
+        if keep and name in state:
+            state[name] = value.clone()
+    new.load_state_dict(state)
+    return new.to(next(model.parameters()).device)
+
+
+def refine_checkpoint(cfg: RefineConfig) -> dict:
+    """Load, (widen,) refine, save to `output_dir` (atomically, with refine.json); the figures."""
+    model = WorldModel.from_pretrained(cfg.checkpoint)
+    if cfg.upgrade:
+        model = upgrade_head(model)
+    episodes = [ep for root in cfg.data for ep in read_episodes(root, model, cfg.max_episodes)]
+    heldout = read_episodes(cfg.heldout, model) if cfg.heldout else []
+    figures: dict = {"checkpoint": cfg.checkpoint, "data": cfg.data, "episodes": len(episodes)}
+    if heldout:
+        figures["before"] = head_openloop(model, heldout)
+    start = time.perf_counter()
+    log = refine_head(model, episodes, cfg.head)
+    figures["refine_seconds"] = round(time.perf_counter() - start, 1)
+    figures["final_loss"] = log[-1]["loss"]
+    if heldout:
+        figures["after"] = head_openloop(model, heldout)
+        if model.state_head.reads_objects:
+            figures["after_cameras_only"] = head_openloop(model, heldout, objects=False)
+    out = Path(cfg.output_dir)
+    model.save_pretrained(out)
+    atomic_write_text(out / "refine.json", json.dumps(figures, indent=1))
+    return figures
 
 
 @torch.no_grad()
@@ -63,6 +151,13 @@ def _labels(episode: dict[str, torch.Tensor], T: int) -> tuple[torch.Tensor, tor
     return reward, success
 
 
+def robust_stats(episodes: list[dict[str, torch.Tensor]], key: str) -> dict[str, torch.Tensor]:
+    """Mean, std, median and 1st/99th percentiles of `key` over every frame of `episodes`."""
+    x = torch.cat([ep[key].double() for ep in episodes])
+    q = torch.quantile(x, torch.tensor([0.01, 0.5, 0.99], dtype=x.dtype), dim=0)
+    return {"mean": x.mean(0), "std": x.std(0), "q01": q[0], "median": q[1], "q99": q[2]}
+
+
 def refine_head(model: WorldModel, episodes: list[dict[str, torch.Tensor]], cfg: HeadConfig) -> list[dict]:
     """Train `model.state_head` in place (trunk frozen) on `episodes` (`ClipDataset.episode` samples).
 
@@ -78,6 +173,9 @@ def refine_head(model: WorldModel, episodes: list[dict[str, torch.Tensor]], cfg:
     states = torch.stack([model.norm("state", ep["observation.state"][:T].float()) for ep in episodes])
     chunks = torch.stack([model.norm_chunks(ep["action"][: T - 1].float()) for ep in episodes])  # (N,T-1,C)
     has_env = mc.env_state_dim > 0 and "observation.environment_state" in episodes[0]
+    if has_env:  # the object pose's scale, re-taken robustly from these episodes (see WorldModel.set_stats)
+        key = "observation.environment_state"
+        model.set_stats({key: robust_stats(episodes, key)})
     envs = torch.stack([
         model.norm("env", ep["observation.environment_state"][:T].float()) if has_env else torch.zeros(T, 1)
         for ep in episodes
@@ -97,7 +195,9 @@ def refine_head(model: WorldModel, episodes: list[dict[str, torch.Tensor]], cfg:
         idx = t0[:, None] + torch.arange(window)  # (B,W)
         rows = n[:, None]
         weight = (torch.rand(cfg.batch_size, M, generator=gen) < cfg.bootstrap).float()  # (B,M) bootstrap
-        latent = head.encode_features(feats[n, t0], states[n, t0])[:, None].expand(-1, M, -1)
+        seen = head.sees_objects(cfg.batch_size, generator=gen) if has_env else None
+        start_env = envs[n, t0] if has_env else None
+        latent = head.encode_features(feats[n, t0], states[n, t0], start_env, seen)[:, None].expand(-1, M, -1)
         loss = torch.zeros(())
         for j in range(window):
             if j:
@@ -127,9 +227,20 @@ def refine_head(model: WorldModel, episodes: list[dict[str, torch.Tensor]], cfg:
     return log
 
 
+def start_env(model: WorldModel, episode: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    """The normalized object pose (1,E) an episode starts from, or None where it was not recorded."""
+    if not model.config.env_state_dim or "observation.environment_state" not in episode:
+        return None
+    return model.norm("env", episode["observation.environment_state"][:1].float())
+
+
 @torch.no_grad()
-def head_openloop(model: WorldModel, episodes: list[dict[str, torch.Tensor]], seconds=(1, 3, 6)) -> dict:
-    """Replay each episode's logged actions with the head from its first frame (see the module docstring)."""
+def head_openloop(
+    model: WorldModel, episodes: list[dict[str, torch.Tensor]], seconds=(1, 3, 6), objects: bool = True
+) -> dict:
+    """Replay each episode's logged actions with the head from its first frame (see the module docstring).
+
+    The head starts from the recorded object pose too where it reads one, unless `objects` is False."""
     head, mc = model.state_head, model.config
     fps = 50 / mc.frame_stride  # frames per second of the model at ALOHA's 50 Hz control
     errors = {s: [] for s in seconds}
@@ -137,7 +248,11 @@ def head_openloop(model: WorldModel, episodes: list[dict[str, torch.Tensor]], se
     start = time.perf_counter()
     for ep in episodes:
         feats = _trunk_features(model, ep)
-        latent = head.encode_features(feats[:1], model.norm("state", ep["observation.state"][:1].float()))
+        latent = head.encode_features(
+            feats[:1],
+            model.norm("state", ep["observation.state"][:1].float()),
+            start_env(model, ep) if objects else None,
+        )
         chunks = model.norm_chunks(ep["action"].float())
         success = False
         for t in range(len(chunks)):
