@@ -74,6 +74,21 @@ def test_save_load_is_exact(clips, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
 
 
+def test_half_matrices_halve_the_file_and_keep_statistics_exact(clips, tmp_path):
+    model = _model(clips)
+    full = model.save_pretrained(tmp_path / "full") / "model.safetensors"
+    half = model.save_pretrained(tmp_path / "half", half_matrices=True) / "model.safetensors"
+    assert half.stat().st_size < 0.6 * full.stat().st_size
+    loaded = WorldModel.from_pretrained(half.parent)
+    for name, a in model.state_dict().items():
+        b = loaded.state_dict()[name]
+        assert b.dtype == torch.float32, name
+        if a.dim() >= 2:
+            assert torch.equal(b, a.half().float()), name
+        else:  # biases, norms and the normalization statistics are stored as they are
+            assert torch.equal(b, a), name
+
+
 def test_checkpoint_from_another_config_is_refused(clips, tmp_path):
     path = _model(clips).save_pretrained(tmp_path / "ckpt")
     with pytest.raises(ValueError, match=r"another config \(width: checkpoint 32 vs requested 64"):

@@ -30,9 +30,15 @@ POSES = np.array([[0.05, 0.45, 0.05, 1, 0, 0, 0], [0.15, 0.55, 0.05, 1, 0, 0, 0]
 
 @pytest.fixture(scope="module")
 def world_model_dir(recorded, tmp_path_factory):
-    """A tiny world model whose state head has learnt, from the fixture's clips, how commands move proprio."""
+    """A tiny world model whose state head has learnt, from the fixture's clips, how commands move proprio.
+
+    The head that decodes proprio from its latent learns that from two 1-second episodes in 150 steps. The
+    head that carries proprio and steps it by predicted changes (the default) does not: in so little data
+    the commands and the states they lead to move together, and the change it should predict for a command
+    far from the state is not pinned down (commanding the target for 8 frames, it closes 37 % of the gap
+    where this head closes 96 %; measured once, by hand)."""
     torch.manual_seed(0)
-    model = WorldModel(WorldModelConfig.tiny())
+    model = WorldModel(WorldModelConfig.tiny(head_carries_state=False))
     data = ClipDataset(ClipConfig(root=recorded[0].root, cameras=CAMERAS, frame_rate=10, future_frames=3))
     model.set_stats(data.stats)
     clips = [data[i] for i in range(len(data))]

@@ -168,6 +168,8 @@ class WorldModel(nn.Module):
         seen = head.sees_objects(len(states), states.device) if env is not None else None
         latent = head.encode(frames[:, 0], states[:, 0], None if env is None else env[:, 0], seen)  # (B,L)
         loss = F.mse_loss(head.decode(latent)["state"], states[:, 0])
+        if env is not None and head.carried:  # the cameras' own guess, for observations without a pose
+            loss = loss + F.mse_loss(head.camera_guess(latent), env[:, 0])
         for t in range(chunks.shape[1]):
             latent = head.step(latent, chunks[:, t])  # (B,M,L)
             pred = head.decode(latent)
@@ -202,14 +204,20 @@ class WorldModel(nn.Module):
         return self.config.env_state_dim > 0 and "observation.environment_state" in batch
 
     # ------------------------------------------------------------------ checkpoints
-    def save_pretrained(self, directory: str | Path) -> Path:
-        """Write config.json + model.safetensors (weights and normalization stats) atomically."""
+    def save_pretrained(self, directory: str | Path, half_matrices: bool = False) -> Path:
+        """Write config.json + model.safetensors (weights and normalization stats) atomically.
+
+        `half_matrices` stores weight matrices (2-D and up) in float16, half the size, for checkpoints
+        committed to a repository; biases, norms and normalization statistics stay float32, and
+        `from_pretrained` loads it all into a float32 model."""
         directory = Path(directory)
         tmp = directory.with_name(f".{directory.name}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         self.config.save(tmp)
         tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
+        if half_matrices:
+            tensors = {k: v.half() if v.dim() >= 2 else v for k, v in tensors.items()}  # all are float
         save_file(tensors, tmp / "model.safetensors", metadata={"format": "pt", "library": "r2s2r"})
         return replace_directory(tmp, directory)
 

@@ -71,6 +71,8 @@ class StateDynamicsHead(nn.Module):
         self.carried = cfg.state_dim + cfg.env_state_dim if cfg.head_carries_state else 0
         C = self.carried
         self.dynamics = EnsembleMLP(cfg.ensemble, L + C + H, H, L + C)
+        with torch.no_grad():  # an untrained head predicts "nothing moves" for the carried state
+            self.dynamics.w2[..., L:].zero_()
         if not C:
             self.state_out = nn.ModuleDict({cfg.robot: nn.Linear(L, cfg.state_dim)})
         self.env_out = nn.Linear(L, max(cfg.env_state_dim, 1))  # carried: the cameras' guess at the start
@@ -121,10 +123,15 @@ class StateDynamicsHead(nn.Module):
             return z
         if not E:
             return torch.cat([z, state], dim=-1)
-        pose = self.env_out(z)  # what the cameras say; the observed pose where there is one
+        pose = self.camera_guess(z)  # what the cameras say; the observed pose where there is one
         if self.reads_objects:
             pose = torch.where(seen[:, None], env, pose)
         return torch.cat([z, state, pose], dim=-1)
+
+    def camera_guess(self, latent: torch.Tensor) -> torch.Tensor:
+        """The normalized object pose (...,E) the cameras alone suggest for an encoded latent. Trained on
+        every encoding, shown pose or not, so it is ready when an observation has none."""
+        return self.env_out(latent[..., : self.cfg.latent_dim])
 
     def sees_objects(
         self, batch_size: int, device: torch.device | str = "cpu", generator: torch.Generator | None = None

@@ -207,6 +207,8 @@ def refine_head(model: WorldModel, episodes: list[dict[str, torch.Tensor]], cfg:
             per = (pred["state"] - states[n, t][:, None]).pow(2).mean(-1)  # (B,M)
             if has_env:
                 per = per + (pred["env_state"] - envs[n, t][:, None]).pow(2).mean(-1)
+                if j == 0 and head.carried:  # the cameras' own guess, for observations without a pose
+                    per = per + (head.camera_guess(latent) - envs[n, t][:, None]).pow(2).mean(-1)
             per = per + F.cross_entropy(
                 pred["reward_logits"].flatten(0, 1), rewards[n, t].repeat_interleave(M), reduction="none"
             ).reshape(-1, M)

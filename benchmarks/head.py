@@ -1,0 +1,176 @@
+"""Today's state-dynamics head vs the one the committed world model was trained with: open loop and ranking.
+
+The state head is the fast path of ranking (`r2s2r-rank --render=false`), search and RL. This benchmark
+upgrades the committed small world model's head (`upgrade_head`: it reads the observed object pose and
+carries proprio and pose explicitly) and refines it (`r2s2r-refine-head`, 3,000 steps) on
+
+  - `own`: the world model's own training recordings (scripted demonstrators at mixed skill), and
+  - `own+act`: those plus rollouts of four ACT checkpoints of the zoo's training run that are NOT in the
+    ranked zoo (steps 500, 4000, 5000, 6500; `--rollouts` episodes each, new seeds): what a team has from
+    earlier hardware evaluations of the same policy family;
+
+then, for the committed model, the head refined by `benchmarks/rl.py` (old head, `--head_steps`) and the
+two new heads:
+  1. open loop on the 32 held-out recordings: object error at 1/3/6 s, outcome agreement;
+  2. `r2s2r-rank` on the state-head path against the hardware logs of `benchmarks/rank.py` (which must have
+     been run: its logs are reused, never trained on), the same statistics as the ranking benchmark.
+
+Usage:
+    python benchmarks/head.py          # about 35 minutes on 2 CPU cores (recording 64 episodes: 13)
+Every stage resumes: recordings continue, refined models and rankings already written are reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's GL)
+from common import machine_info, print_table, write_json  # noqa: E402
+
+# isort: split
+from r2s2r.data.recorder import RecordConfig, record  # noqa: E402
+from r2s2r.eval.rank import RankConfig, rank  # noqa: E402
+from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
+from r2s2r.robots.aloha import WorldConfig  # noqa: E402
+from r2s2r.rollout.policy import PolicyConfig  # noqa: E402
+from r2s2r.training.head import (  # noqa: E402
+    HeadConfig,
+    RefineConfig,
+    head_openloop,
+    read_episodes,
+    refine_checkpoint,
+)
+
+UNRANKED_ACT = (500, 4000, 5000, 6500)  # ACT checkpoints of the zoo's run that rank.py does not rank
+
+
+def record_rollouts(args) -> list[str]:
+    roots = []
+    for step in UNRANKED_ACT:
+        root = Path(args.root) / "rollouts" / f"act_step_{step}"
+        cfg = RecordConfig(
+            root=str(root), num_episodes=args.rollouts, distribution="mixed", seed=5000 + step, workers=2,
+            world=WorldConfig(num_envs=4),
+            policy=PolicyConfig(path=str(Path(args.act_dir) / f"step_{step}")),
+        )  # fmt: skip
+        summary = record(cfg)
+        print(f"rollouts act_step_{step}: {summary.successes}/{summary.num_episodes} succeeded", flush=True)
+        roots.append(str(root))
+    return roots
+
+
+def refined(args, name: str, data: list[str]) -> tuple[str, dict]:
+    out = Path(args.root) / "head" / name
+    if not (out / "refine.json").is_file():
+        cfg = RefineConfig(
+            checkpoint=args.checkpoint, data=data, heldout=args.heldout, output_dir=str(out),
+            head=HeadConfig(steps=args.steps),
+        )  # fmt: skip
+        refine_checkpoint(cfg)
+    return str(out), json.loads((out / "refine.json").read_text())
+
+
+def ranked(args, name: str, checkpoint: str) -> dict:
+    out = Path(args.root) / "head" / "rank" / name
+    if not (out / "rank.json").is_file():
+        rank(
+            RankConfig(
+                checkpoint=checkpoint, logs_dir=str(Path(args.rank_dir) / "logs"),
+                policies=str(Path(args.rank_dir) / "zoo.json"), samples_per_start=args.samples, render=False,
+                batch_size=20, workers=2, output_dir=str(out), videos=0,
+            )
+        )  # fmt: skip
+    payload = json.loads((out / "rank.json").read_text())
+    return {
+        "metrics": payload["metrics"],
+        "policies": {p["name"]: {"real": p["real"], "imagined": p["imagined"]} for p in payload["policies"]},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--checkpoint", default="assets/world_model_small", help="the world model to upgrade")
+    parser.add_argument("--old_refined", default="outputs/bench/rl/world_model", help="benchmarks/rl.py's")
+    parser.add_argument("--data", default="outputs/bench/data/train", help="the world model's recordings")
+    parser.add_argument("--heldout", default="outputs/bench/data/heldout")
+    parser.add_argument("--act_dir", default="outputs/bench/zoo/act")
+    parser.add_argument("--rank_dir", default="outputs/bench/rank", help="benchmarks/rank.py's output")
+    parser.add_argument("--rollouts", type=int, default=16, help="episodes per unranked ACT checkpoint")
+    parser.add_argument("--steps", type=int, default=3000, help="refinement steps")
+    parser.add_argument("--samples", type=int, default=4, help="imagined episodes per logged start")
+    parser.add_argument("--root", default="outputs/bench")
+    args = parser.parse_args()
+    if not (Path(args.rank_dir) / "zoo.json").is_file():
+        raise SystemExit(f"no {args.rank_dir}/zoo.json: run benchmarks/rank.py first (its logs are reused).")
+
+    start = time.perf_counter()
+    rollouts = record_rollouts(args)
+    record_s = time.perf_counter() - start
+    models = {"committed": (args.checkpoint, None)}
+    if (Path(args.old_refined) / "model.safetensors").is_file():
+        models["old head, refined"] = (args.old_refined, None)
+    for name, data in (("own", [args.data]), ("own+act", [args.data, *rollouts])):
+        models[f"new head, {name}"] = refined(args, name.replace("+", "_"), data)
+
+    results = {}
+    for name, (checkpoint, figures) in models.items():
+        if figures is None:  # a model this script did not refine: measure it the same way
+            model = WorldModel.from_pretrained(checkpoint)
+            figures = {"after": head_openloop(model, read_episodes(args.heldout, model))}
+        results[name] = {
+            "checkpoint": checkpoint,
+            "openloop": figures["after"],
+            "openloop_cameras_only": figures.get("after_cameras_only"),
+            "refine_seconds": figures.get("refine_seconds"),
+            "rank": ranked(args, name.replace(", ", "_").replace(" ", "_").replace("+", "_"), checkpoint),
+        }
+
+    rows = []
+    for name, r in results.items():
+        err = " / ".join(f"{100 * v:.1f}" for v in r["openloop"]["object_error_m"].values())
+        m = r["rank"]["metrics"]
+        rows.append([
+            name, err, f"{100 * r['openloop']['outcome_agreement']:.0f}",
+            *(f"{m[s]['spearman']['value']:.2f}" if m[s]["spearman"]["value"] is not None else "n/a"
+              for s in ("all", "id", "ood")),
+            f"{100 * m['all']['pairwise_accuracy']['all']['value']:.0f}",
+            f"{m['all']['calibration']['mae_points']:.0f}",
+        ])  # fmt: skip
+    print_table(
+        "state head: open loop on held-out recordings, and ranking the zoo on the state-head path",
+        ["head", "object error 1/3/6 s (cm)", "agreement %", "Spearman all", "ID", "OOD", "pairwise %",
+         "MAE pts"],
+        rows,
+    )  # fmt: skip
+    names = list(results)
+    policy_rows = []
+    for policy, entry in results[names[0]]["rank"]["policies"].items():
+        real = entry["real"]["all"]["rate"]
+        policy_rows.append([
+            policy, f"{100 * real:.0f}",
+            *(f"{100 * results[n]['rank']['policies'][policy]['imagined']['all']['rate']:.0f}"
+              for n in names),
+        ])  # fmt: skip
+    policy_rows.sort(key=lambda r: -float(r[1]))
+    title = "success (%): real vs imagined on the state-head path"
+    print_table(title, ["policy", "real", *names], policy_rows)
+    write_json(
+        Path(__file__).parent / "results" / "head.json",
+        {
+            "machine": machine_info(),
+            "settings": vars(args),
+            "record_rollouts_s": record_s,
+            "results": results,
+        },  # fmt: skip
+    )
+
+
+if __name__ == "__main__":
+    main()
