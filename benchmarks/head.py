@@ -17,6 +17,9 @@ two new heads:
 
 Usage:
     python benchmarks/head.py          # about 35 minutes on 2 CPU cores (recording 64 episodes: 13)
+The figures in the README were made from the committed model as it was before its head was replaced by
+the `new head, own` model made here (`git show 49770d8:assets/world_model_small/model.safetensors`, and
+its config.json); from today's asset, `--checkpoint` has today's head already and is only refined further.
 Every stage resumes: recordings continue, refined models and rankings already written are reused.
 """
 
