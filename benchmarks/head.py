@@ -5,6 +5,8 @@ upgrades the committed small world model's head (`upgrade_head`: it reads the ob
 carries proprio and pose explicitly) and refines it (`r2s2r-refine-head`, 3,000 steps) on
 
   - `own`: the world model's own training recordings (scripted demonstrators at mixed skill), and
+  - `own, 2 pose modes`: the same, with a head that predicts two alternative object-pose changes per
+    step (`head_pose_modes=2`) and follows one per imagined episode, drawn by their predicted odds;
   - `own+act`: those plus rollouts of four ACT checkpoints of the zoo's training run that are NOT in the
     ranked zoo (steps 500, 4000, 5000, 6500; `--rollouts` episodes each, new seeds): what a team has from
     earlier hardware evaluations of the same policy family;
@@ -67,12 +69,12 @@ def record_rollouts(args) -> list[str]:
     return roots
 
 
-def refined(args, name: str, data: list[str]) -> tuple[str, dict]:
+def refined(args, name: str, data: list[str], pose_modes: int = 0) -> tuple[str, dict]:
     out = Path(args.root) / "head" / name
     if not (out / "refine.json").is_file():
         cfg = RefineConfig(
             checkpoint=args.checkpoint, data=data, heldout=args.heldout, output_dir=str(out),
-            head=HeadConfig(steps=args.steps),
+            pose_modes=pose_modes, head=HeadConfig(steps=args.steps),
         )  # fmt: skip
         refine_checkpoint(cfg)
     return str(out), json.loads((out / "refine.json").read_text())
@@ -121,6 +123,7 @@ def main() -> None:
         models["old head, refined"] = (args.old_refined, None)
     for name, data in (("own", [args.data]), ("own+act", [args.data, *rollouts])):
         models[f"new head, {name}"] = refined(args, name.replace("+", "_"), data)
+    models["new head, own, 2 pose modes"] = refined(args, "own_modes2", [args.data], pose_modes=2)
 
     results = {}
     for name, (checkpoint, figures) in models.items():

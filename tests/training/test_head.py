@@ -4,6 +4,7 @@ the video model and the judge untouched."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -149,3 +150,33 @@ def test_a_config_written_before_todays_head_loads_as_it_was_trained(tmp_path):
     old = WorldModelConfig.load(tmp_path)
     assert old.head_reads_objects is False and old.head_carries_state is False
     assert WorldModelConfig.tiny().head_reads_objects and WorldModelConfig.tiny().head_carries_state
+
+
+def test_pose_modes_are_picked_by_the_episode_draw_and_trained_winner_takes_all():
+    """Two pose modes with odds 0.3 / 0.7: a draw below 0.3 follows mode 0, above it mode 1, none the
+    likeliest; in training the mode nearest the truth continues and is scored."""
+    torch.manual_seed(0)
+    cfg = WorldModelConfig.tiny(head_pose_modes=2)
+    head = WorldModel(cfg).state_head
+    L, S, E, M = cfg.latent_dim, cfg.state_dim, cfg.env_state_dim, cfg.ensemble
+    with torch.no_grad():
+        head.dynamics.w2.zero_()
+        head.dynamics.b2.zero_()
+        head.dynamics.b2[:, L + S] = 1.0  # mode 0 moves the pose's first coordinate +1 ...
+        head.dynamics.b2[:, L + S + E] = -1.0  # ... mode 1 moves it -1
+        head.dynamics.b2[:, L + S + 2 * E :] = torch.log(torch.tensor([0.3, 0.7]))
+    frames = torch.rand(3, cfg.num_views, 3, cfg.image_height, cfg.image_width) * 2 - 1
+    state, env = torch.randn(3, S), torch.randn(3, E)
+    latent = head.encode(frames, state, env)
+    chunk = torch.randn(3, cfg.chunk_dim)
+    moved = head.decode(head.step(latent, chunk, torch.tensor([0.1, 0.29, 0.31])))["env_state"][..., 0]
+    torch.testing.assert_close(moved - env[:, None, 0], torch.tensor([[1.0], [1.0], [-1.0]]).expand(-1, M))
+    likeliest = head.decode(head.step(latent, chunk))["env_state"][..., 0]
+    torch.testing.assert_close(likeliest - env[:, None, 0], -torch.ones(3, M))
+    truth = env.clone()
+    truth[:, 0] += 1.0  # mode 0 was right
+    nxt, loss = head.step_supervised(latent, chunk, truth)
+    torch.testing.assert_close(head.decode(nxt)["env_state"], truth[:, None].expand(-1, M, -1))
+    wrong = 0.05 * (2.0**2 / E) / 2  # the loser's share of the squared error, averaged over both modes
+    expected = wrong - math.log(0.3)  # plus the odds' cross-entropy towards mode 0
+    torch.testing.assert_close(loss, torch.full((3, M), expected))

@@ -61,6 +61,9 @@ class WorldModelConfig:
     head_carries_state: bool = True  # the head's latent carries the normalized proprio and object pose
     # explicitly, stepped by predicted changes (a still cube stays exactly where it was), instead of
     # squeezing them through a normalized latent and reading them back out
+    head_pose_modes: int = 1  # with a carried pose: how many alternative pose changes the head predicts
+    # per step (2: e.g. carried along by the gripper or left behind), one picked per imagined episode by
+    # the predicted odds, instead of one change that averages them
     judge_width: int = 32  # success/reward judge: channels of its first conv layer
     state_loss_weight: float = 1.0  # weight of the state-dynamics head's loss in the total
     judge_loss_weight: float = 0.5  # weight of the judge's loss in the total
@@ -83,6 +86,8 @@ class WorldModelConfig:
             raise ValueError(f"context_noise={self.context_noise} must be in [0, 1).")
         if not 0.0 <= self.mean_fraction <= 1.0:
             raise ValueError(f"mean_fraction={self.mean_fraction} must be in [0, 1].")
+        if not 1 <= self.head_pose_modes <= 8:
+            raise ValueError(f"head_pose_modes={self.head_pose_modes} must be in 1..8.")
         if not 0.0 <= self.head_object_dropout < 1.0:
             raise ValueError(f"head_object_dropout={self.head_object_dropout} must be in [0, 1).")
 

@@ -171,12 +171,13 @@ class WorldModel(nn.Module):
         if env is not None and head.carried:  # the cameras' own guess, for observations without a pose
             loss = loss + F.mse_loss(head.camera_guess(latent), env[:, 0])
         for t in range(chunks.shape[1]):
-            latent = head.step(latent, chunks[:, t])  # (B,M,L)
-            pred = head.decode(latent)
+            nxt = None if env is None else env[:, t + 1]
+            latent, pose_loss = head.step_supervised(latent, chunks[:, t], nxt)
+            pred = head.decode(latent)  # (B,M,·)
             M = latent.shape[1]
             loss = loss + F.mse_loss(pred["state"], states[:, t + 1, None].expand(-1, M, -1))
             if env is not None:
-                loss = loss + F.mse_loss(pred["env_state"], env[:, t + 1, None].expand(-1, M, -1))
+                loss = loss + pose_loss.mean()
             if "next.reward" in batch:
                 reward = batch["next.reward"][:, t].long().clamp(0, self.config.reward_levels - 1)
                 loss = loss + F.cross_entropy(

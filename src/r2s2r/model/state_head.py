@@ -70,7 +70,11 @@ class StateDynamicsHead(nn.Module):
         # state is carried explicitly and stepped by predicted changes, so "nothing moved" is the default.
         self.carried = cfg.state_dim + cfg.env_state_dim if cfg.head_carries_state else 0
         C = self.carried
-        self.dynamics = EnsembleMLP(cfg.ensemble, L + C + H, H, L + C)
+        # With `head_pose_modes` K > 1, the object pose's change is one of K predicted changes (e.g. carried
+        # along by the gripper, or left behind), picked per imagined episode by the predicted odds.
+        self.modes = cfg.head_pose_modes if C and cfg.env_state_dim else 1
+        extra = (self.modes - 1) * cfg.env_state_dim + (self.modes if self.modes > 1 else 0)
+        self.dynamics = EnsembleMLP(cfg.ensemble, L + C + H, H, L + C + extra)
         with torch.no_grad():  # an untrained head predicts "nothing moves" for the carried state
             self.dynamics.w2[..., L:].zero_()
         if not C:
@@ -141,19 +145,76 @@ class StateDynamicsHead(nn.Module):
             return None
         return (torch.rand(batch_size, generator=generator) >= self.cfg.head_object_dropout).to(device)
 
-    def step(self, latent: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
-        """One model frame ahead for every member: latent (B,L) or (B,M,L), chunk (B,C) -> (B,M,L)."""
-        if latent.dim() == 2:
-            latent = latent[:, None].expand(-1, self.cfg.ensemble, -1)  # (B,M,L)
+    def _step_parts(self, latent: torch.Tensor, chunk: torch.Tensor):
+        """latent (B,M,·) -> next z (B,M,L), next carried state without the pose (B,M,S), candidate next
+        poses (B,M,K,E) and their logits (B,M,K) (None for one mode); carried parts None without them."""
         action = F.silu(self.chunk_in[self.cfg.robot](chunk))[:, None].expand(
             -1, latent.shape[1], -1
         )  # (B,M,H)
         change = self.dynamics(torch.cat([latent, action], dim=-1))
-        L = self.cfg.latent_dim
+        L, S, E, K = self.cfg.latent_dim, self.cfg.state_dim, self.cfg.env_state_dim, self.modes
         z = self.latent_norm(latent[..., :L] + change[..., :L])
         if not self.carried:
+            return z, None, None, None
+        if not E:
+            return z, latent[..., L:] + change[..., L : L + S], None, None
+        state = latent[..., L : L + S] + change[..., L : L + S]
+        poses = latent[..., None, L + S :] + change[..., L + S : L + S + K * E].unflatten(-1, (K, E))
+        logits = change[..., L + S + K * E :] if K > 1 else None
+        return z, state, poses, logits
+
+    def step(
+        self, latent: torch.Tensor, chunk: torch.Tensor, draw: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """One model frame ahead for every member: latent (B,·) or (B,M,·), chunk (B,C) -> (B,M,·).
+
+        With several pose modes, `draw` (B,) in [0,1) picks each env's mode by inverse CDF of the predicted
+        odds (keep one draw per imagined episode, so the episode stays in one outcome while the odds
+        hold); without it, the likeliest mode."""
+        if latent.dim() == 2:
+            latent = latent[:, None].expand(-1, self.cfg.ensemble, -1)  # (B,M,L)
+        z, state, poses, logits = self._step_parts(latent, chunk)
+        if state is None:
             return z
-        return torch.cat([z, latent[..., L:] + change[..., L:]], dim=-1)  # carried state: old + change
+        if poses is None:
+            return torch.cat([z, state], dim=-1)
+        if logits is None:
+            pick = torch.zeros(z.shape[:2], dtype=torch.long, device=z.device)
+        elif draw is None:
+            pick = logits.argmax(-1)
+        else:
+            cdf = logits.softmax(-1).cumsum(-1)  # (B,M,K)
+            pick = (cdf <= draw.to(cdf)[:, None, None]).sum(-1).clamp_max(self.modes - 1)
+        pose = poses.gather(2, pick[..., None, None].expand(-1, -1, 1, poses.shape[-1]))[:, :, 0]
+        return torch.cat([z, state, pose], dim=-1)  # carried state: old + change
+
+    WTA_SPREAD = 0.05  # share of the pose loss spread over every mode (keeps losing modes trained)
+
+    def step_supervised(
+        self, latent: torch.Tensor, chunk: torch.Tensor, env: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Training: one step ahead (B,M,·) and the pose loss (B,M) against the true next pose env (B,E).
+
+        With several modes, the mode nearest the truth is scored and continues the unroll (winner takes
+        all, `WTA_SPREAD` to the others), and the odds learn which mode won."""
+        if latent.dim() == 2:
+            latent = latent[:, None].expand(-1, self.cfg.ensemble, -1)
+        if env is None or not self.carried or self.modes == 1:
+            nxt = self.step(latent, chunk)
+            loss = (
+                (self.decode(nxt)["env_state"] - env[:, None]).pow(2).mean(-1)
+                if env is not None
+                else nxt.new_zeros(nxt.shape[:2])
+            )
+            return nxt, loss
+        z, state, poses, logits = self._step_parts(latent, chunk)
+        err = (poses - env[:, None, None]).pow(2).mean(-1)  # (B,M,K)
+        best = err.argmin(-1)  # (B,M)
+        won = err.gather(-1, best[..., None])[..., 0]
+        loss = (1 - self.WTA_SPREAD) * won + self.WTA_SPREAD * err.mean(-1)
+        loss = loss + F.cross_entropy(logits.flatten(0, 1), best.flatten(), reduction="none").view_as(won)
+        pose = poses.gather(2, best[..., None, None].expand(-1, -1, 1, poses.shape[-1]))[:, :, 0]
+        return torch.cat([z, state, pose], dim=-1), loss
 
     def decode(self, latent: torch.Tensor) -> dict[str, torch.Tensor]:
         """From latents (...,latent_size): normalized state and object state, reward logits, success logit."""

@@ -7,6 +7,10 @@ new frame every `frame_stride` control steps (10 Hz over 50 Hz control): between
 holds and the actions are collected into the chunk that conditions the next frame. A full chunk
 (B, stride, A) may also be given at once.
 
+With a head of several object-pose modes (`head_pose_modes`), each imagined episode draws once at
+`reset` which of the predicted outcomes it follows, by their predicted odds: over many episodes the
+imagined rates follow the odds instead of an average outcome no real episode has.
+
 Where the reset observation carries the object pose (`observation.environment_state`), the state head
 starts from it as well as from the cameras (`head_reads_objects`); without it, from the cameras alone.
 
@@ -114,6 +118,9 @@ class WorldModelEnv:
         latent = self.model.state_head.encode(frame, norm_state, norm_env)
         self.latent = latent[:, None].repeat(1, self.cfg.ensemble, 1)
         self.state = state
+        self.draw = None  # one draw per episode picks its object-pose mode (head_pose_modes > 1)
+        if self.model.state_head.modes > 1:
+            self.draw = torch.rand(self.num_envs, generator=self.generator, device=self.device)
         self._read(frame, self.model.state_head.decode(self.latent))
         self._pending = []
         self.t = 0
@@ -168,7 +175,7 @@ class WorldModelEnv:
         model = self.model
         norm_chunk = model.norm_chunks(chunk)  # (B,C)
         chunks = torch.cat([self.chunks[:, 1:], norm_chunk[:, None]], dim=1)  # (B,K,C)
-        self.latent = model.state_head.step(self.latent, norm_chunk)  # (B,M,L)
+        self.latent = model.state_head.step(self.latent, norm_chunk, self.draw)  # (B,M,L)
         decoded = model.state_head.decode(self.latent)
         norm_state = decoded["state"].mean(dim=1)  # (B,S)
         self.state = model.unnorm("state", norm_state)

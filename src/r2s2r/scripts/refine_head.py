@@ -18,6 +18,11 @@ proprio and pose explicitly, stepping them by predicted changes: for a 4 cm cube
 decides the grasp, and a cube nobody touches stays put. Some refinement encodings hide the pose, so the
 head still starts from the cameras alone when an observation has none.
 
+--pose_modes=2 gives the head two alternative object-pose changes per step (say, carried along by the
+gripper or left behind) with their odds, instead of one change that averages them; each imagined
+episode of WorldModelEnv follows one, drawn once by the odds. Training scores the alternative nearest
+the truth (winner takes all).
+
 With --heldout, prints the head's open-loop figures before and after on those episodes (never trained
 on): object-position error at 1/3/6 s replaying the logged actions, and outcome agreement (the head
 predicts success exactly when the episode succeeded). Writes <output_dir>/ (config.json,

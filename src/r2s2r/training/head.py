@@ -64,6 +64,7 @@ class RefineConfig:
     heldout: str = ""  # LeRobot dataset for the before/after figures (never trained on); "" skips them
     output_dir: str = "outputs/refine_head"  # the refined world model, and refine.json with the figures
     upgrade: bool = True  # give an older checkpoint today's head first (`upgrade_head`)
+    pose_modes: int = 0  # object-pose modes of the refined head (head_pose_modes); 0 keeps the checkpoint's
     max_episodes: int = 0  # episodes per dataset to read (0: all)
     head: HeadConfig = field(default_factory=HeadConfig)
 
@@ -90,15 +91,17 @@ def read_episodes(root: str, model: WorldModel, max_episodes: int = 0) -> list[d
 UPGRADES = {"head_reads_objects": True, "head_carries_state": True}  # today's head, see WorldModelConfig
 
 
-def upgrade_head(model: WorldModel) -> WorldModel:
+def upgrade_head(model: WorldModel, **head: object) -> WorldModel:
     """The same world model with today's state head (`UPGRADES`): it reads the observed object pose and
     carries proprio and pose explicitly. The video model, the judge, the normalization and the cameras'
     trunk are copied; the rest of an older head is rebuilt, so it must be refined (`refine_head`) before
-    use. A model that already has today's head is returned as is."""
+    use. `head` sets other head fields (e.g. head_pose_modes=2). A model that already has that head is
+    returned as is."""
     cfg = model.config
-    if all(getattr(cfg, k) == v for k, v in UPGRADES.items()):
+    wanted = {**UPGRADES, **head}
+    if all(getattr(cfg, k) == v for k, v in wanted.items()):
         return model
-    new = WorldModel(WorldModelConfig(**{**cfg.to_dict(), **UPGRADES}))
+    new = WorldModel(WorldModelConfig(**{**cfg.to_dict(), **wanted}))
     state = new.state_dict()
     for name, value in model.state_dict().items():
         keep = not name.startswith("state_head.") or name.startswith("state_head.trunk.")
@@ -111,8 +114,8 @@ def upgrade_head(model: WorldModel) -> WorldModel:
 def refine_checkpoint(cfg: RefineConfig) -> dict:
     """Load, (widen,) refine, save to `output_dir` (atomically, with refine.json); the figures."""
     model = WorldModel.from_pretrained(cfg.checkpoint)
-    if cfg.upgrade:
-        model = upgrade_head(model)
+    if cfg.upgrade or cfg.pose_modes:
+        model = upgrade_head(model, **({"head_pose_modes": cfg.pose_modes} if cfg.pose_modes else {}))
     episodes = [ep for root in cfg.data for ep in read_episodes(root, model, cfg.max_episodes)]
     heldout = read_episodes(cfg.heldout, model) if cfg.heldout else []
     figures: dict = {"checkpoint": cfg.checkpoint, "data": cfg.data, "episodes": len(episodes)}
@@ -200,14 +203,18 @@ def refine_head(model: WorldModel, episodes: list[dict[str, torch.Tensor]], cfg:
         latent = head.encode_features(feats[n, t0], states[n, t0], start_env, seen)[:, None].expand(-1, M, -1)
         loss = torch.zeros(())
         for j in range(window):
-            if j:
-                latent = head.step(latent, chunks[rows[:, 0], idx[:, j - 1]])
-            pred = head.decode(latent)  # (B,M,·)
             t = idx[:, j]
+            if j:
+                latent, pose_loss = head.step_supervised(
+                    latent, chunks[rows[:, 0], idx[:, j - 1]], envs[n, t] if has_env else None
+                )
+            pred = head.decode(latent)  # (B,M,·)
             per = (pred["state"] - states[n, t][:, None]).pow(2).mean(-1)  # (B,M)
-            if has_env:
+            if has_env and j:
+                per = per + pose_loss
+            elif has_env:
                 per = per + (pred["env_state"] - envs[n, t][:, None]).pow(2).mean(-1)
-                if j == 0 and head.carried:  # the cameras' own guess, for observations without a pose
+                if head.carried:  # the cameras' own guess, for observations without a pose
                     per = per + (head.camera_guess(latent) - envs[n, t][:, None]).pow(2).mean(-1)
             per = per + F.cross_entropy(
                 pred["reward_logits"].flatten(0, 1), rewards[n, t].repeat_interleave(M), reduction="none"
