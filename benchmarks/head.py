@@ -20,8 +20,12 @@ two new heads:
 Usage:
     python benchmarks/head.py          # about 35 minutes on 2 CPU cores (recording 64 episodes: 13)
 The figures in the README were made from the committed model as it was before its head was replaced by
-the `new head, own` model made here (`git show 49770d8:assets/world_model_small/model.safetensors`, and
-its config.json); from today's asset, `--checkpoint` has today's head already and is only refined further.
+the `new head, own` model made here; to start from it again:
+    mkdir -p outputs/bench/head/committed_before && for f in config.json model.safetensors; do
+      git show 49770d8:assets/world_model_small/$f > outputs/bench/head/committed_before/$f; done
+    python benchmarks/head.py --checkpoint outputs/bench/head/committed_before
+(the `2 pose modes` model of the last run was refined from benchmarks/train_small.py's checkpoint, the
+same weights in float32). From today's asset the head is today's already and is only refined further.
 Every stage resumes: recordings continue, refined models and rankings already written are reused.
 """
 
