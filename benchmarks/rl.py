@@ -28,6 +28,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from dataclasses import asdict
@@ -38,31 +39,25 @@ import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's G
 from common import machine_info, print_table, write_json  # noqa: E402
 
 # isort: split
-from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
 from r2s2r.rl.train import (  # noqa: E402
     RLConfig,
-    read_episodes,
     train_rl,
 )
 from r2s2r.rollout.policy import PolicyConfig  # noqa: E402
-from r2s2r.training.head import HeadConfig, head_openloop, refine_head  # noqa: E402
+from r2s2r.training.head import HeadConfig, RefineConfig, refine_checkpoint  # noqa: E402
 
 
 def world_model(args) -> tuple[str, dict]:
     """The refined world model's directory (made once) and the head's open-loop figures before/after."""
     out = Path(args.output_dir) / "world_model"
-    model = WorldModel.from_pretrained(args.checkpoint)
-    heldout = read_episodes(RLConfig(data=args.heldout), model)
-    figures = {"before": head_openloop(model, heldout)}
-    if not (out / "model.safetensors").is_file():
-        start = time.perf_counter()
-        train = read_episodes(RLConfig(data=args.data), model)
-        log = refine_head(model, train, HeadConfig(steps=args.head_steps))
-        model.save_pretrained(out)
-        figures["refine_seconds"] = round(time.perf_counter() - start, 1)
-        figures["final_loss"] = log[-1]["loss"]
-    figures["after"] = head_openloop(WorldModel.from_pretrained(out), heldout)
-    return str(out), figures
+    if not (out / "refine.json").is_file():
+        refine_checkpoint(
+            RefineConfig(
+                checkpoint=args.checkpoint, data=[args.data], heldout=args.heldout, output_dir=str(out),
+                upgrade=False, head=HeadConfig(steps=args.head_steps),
+            )
+        )  # fmt: skip
+    return str(out), json.loads((out / "refine.json").read_text())
 
 
 def rate(r: dict | None, split: str = "all") -> str:

@@ -66,6 +66,16 @@ class ClipConfig:
         return self.context_frames + (self.future_frames or 1)
 
 
+def feature_stats(x: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-column mean/std/min/max, and the median and 1st/99th percentiles (a robust scale), of (N,D)."""
+    x = np.asarray(x, dtype=np.float64)
+    q01, median, q99 = np.quantile(x, [0.01, 0.5, 0.99], axis=0)
+    return {
+        "mean": x.mean(0), "std": x.std(0), "min": x.min(0), "max": x.max(0),
+        "median": median, "q01": q01, "q99": q99,
+    }  # fmt: skip
+
+
 class ClipDataset(torch.utils.data.Dataset):
     """Multi-view clips from a LeRobot v3 dataset; see the module docstring for the sample layout."""
 
@@ -203,11 +213,7 @@ class ClipDataset(torch.utils.data.Dataset):
         stats = {}
         for key in ("observation.state", "action", "observation.environment_state"):
             if key in self.data:
-                x = self.data[key][rows].astype(np.float64)
-                stats[key] = {
-                    "mean": x.mean(0), "std": x.std(0), "min": x.min(0), "max": x.max(0),
-                    "median": np.median(x, 0), "q01": np.quantile(x, 0.01, 0), "q99": np.quantile(x, 0.99, 0),
-                }  # fmt: skip
+                stats[key] = feature_stats(self.data[key][rows])
         for key in self.camera_keys:  # LeRobot computes per-channel image stats while recording
             if self.meta.stats and key in self.meta.stats:
                 stats[key] = {k: self.meta.stats[key][k] for k in ("mean", "std", "min", "max")}

@@ -179,14 +179,13 @@ class StateDynamicsHead(nn.Module):
         if poses is None:
             return torch.cat([z, state], dim=-1)
         if logits is None:
-            pick = torch.zeros(z.shape[:2], dtype=torch.long, device=z.device)
-        elif draw is None:
+            return torch.cat([z, state, poses[:, :, 0]], dim=-1)  # carried state: old + change
+        if draw is None:
             pick = logits.argmax(-1)
         else:
             cdf = logits.softmax(-1).cumsum(-1)  # (B,M,K)
             pick = (cdf <= draw.to(cdf)[:, None, None]).sum(-1).clamp_max(self.modes - 1)
-        pose = poses.gather(2, pick[..., None, None].expand(-1, -1, 1, poses.shape[-1]))[:, :, 0]
-        return torch.cat([z, state, pose], dim=-1)  # carried state: old + change
+        return torch.cat([z, state, _take(poses, pick)], dim=-1)
 
     WTA_SPREAD = 0.05  # share of the pose loss spread over every mode (keeps losing modes trained)
 
@@ -199,34 +198,32 @@ class StateDynamicsHead(nn.Module):
         all, `WTA_SPREAD` to the others), and the odds learn which mode won."""
         if latent.dim() == 2:
             latent = latent[:, None].expand(-1, self.cfg.ensemble, -1)
-        if env is None or not self.carried or self.modes == 1:
+        if env is None or self.modes == 1:
             nxt = self.step(latent, chunk)
-            loss = (
-                (self.decode(nxt)["env_state"] - env[:, None]).pow(2).mean(-1)
-                if env is not None
-                else nxt.new_zeros(nxt.shape[:2])
-            )
-            return nxt, loss
+            if env is None:
+                return nxt, nxt.new_zeros(nxt.shape[:2])
+            return nxt, (self._pose(nxt) - env[:, None]).pow(2).mean(-1)
         z, state, poses, logits = self._step_parts(latent, chunk)
         err = (poses - env[:, None, None]).pow(2).mean(-1)  # (B,M,K)
         best = err.argmin(-1)  # (B,M)
         won = err.gather(-1, best[..., None])[..., 0]
         loss = (1 - self.WTA_SPREAD) * won + self.WTA_SPREAD * err.mean(-1)
         loss = loss + F.cross_entropy(logits.flatten(0, 1), best.flatten(), reduction="none").view_as(won)
-        pose = poses.gather(2, best[..., None, None].expand(-1, -1, 1, poses.shape[-1]))[:, :, 0]
-        return torch.cat([z, state, pose], dim=-1), loss
+        return torch.cat([z, state, _take(poses, best)], dim=-1), loss
+
+    def _pose(self, latent: torch.Tensor) -> torch.Tensor:
+        """The normalized object pose (...,E) a latent holds (carried) or predicts."""
+        if self.carried and self.cfg.env_state_dim:
+            return latent[..., self.cfg.latent_dim + self.cfg.state_dim :]
+        return self.env_out(latent[..., : self.cfg.latent_dim] if self.carried else latent)
 
     def decode(self, latent: torch.Tensor) -> dict[str, torch.Tensor]:
         """From latents (...,latent_size): normalized state and object state, reward logits, success logit."""
         L, S = self.cfg.latent_dim, self.cfg.state_dim
-        if self.carried:
-            state = latent[..., L : L + S]
-            env = latent[..., L + S :] if self.cfg.env_state_dim else self.env_out(latent[..., :L])
-        else:
-            state, env = self.state_out[self.cfg.robot](latent), self.env_out(latent)
+        state = latent[..., L : L + S] if self.carried else self.state_out[self.cfg.robot](latent)
         return {
             "state": state,
-            "env_state": env,
+            "env_state": self._pose(latent),
             "reward_logits": self.reward_out(latent),
             "success_logit": self.success_out(latent).squeeze(-1),
         }
@@ -236,6 +233,11 @@ class StateDynamicsHead(nn.Module):
         """Uncertainty (B,) of member predictions (B,M,·): mean std of normalized state and object state."""
         spread = torch.cat([decoded["state"], decoded["env_state"]], dim=-1).std(dim=1)  # (B,S+E)
         return spread.mean(dim=-1)
+
+
+def _take(poses: torch.Tensor, pick: torch.Tensor) -> torch.Tensor:
+    """Each member's picked pose (B,M,E) from candidates (B,M,K,E) and picks (B,M)."""
+    return poses.gather(2, pick[..., None, None].expand(-1, -1, 1, poses.shape[-1]))[:, :, 0]
 
 
 class Judge(nn.Module):

@@ -43,6 +43,7 @@ from r2s2r.robots.checker import VIOLATIONS, PhysicsChecker
 from r2s2r.robots.spec import robot_spec
 from r2s2r.rollout.policy import Policy
 from r2s2r.rollout.search import fork_policy
+from r2s2r.training.head import start_env
 
 TASKS = ("task", "reach")
 ACTION_BOUND = 5.0  # actor outputs are clipped to +-5 action stds of target change per frame
@@ -404,10 +405,8 @@ def calibrate_support(
         {k: torch.stack([ep[k][:1] for ep in starts]).float() for k in model.config.camera_keys}
     )
     state = torch.stack([ep["observation.state"][0] for ep in starts]).float()
-    env = None
-    if objects and all("observation.environment_state" in ep for ep in starts) and model.config.env_state_dim:
-        poses = torch.stack([ep["observation.environment_state"][0] for ep in starts]).float()
-        env = model.norm("env", poses)
+    poses = [start_env(model, ep) for ep in starts]
+    env = torch.cat(poses) if objects and all(pose is not None for pose in poses) else None
     latent = head.encode(frames[:, 0], model.norm("state", state), env)
     chunks = model.norm_chunks(torch.stack([ep["action"][:T] for ep in starts]).float())  # (N,T,C)
     worst = torch.zeros(len(starts))

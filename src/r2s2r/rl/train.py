@@ -55,7 +55,7 @@ from r2s2r.rl.policy import (
 )
 from r2s2r.rollout.policy import PolicyConfig, load_policy
 from r2s2r.training.head import HeadConfig, refine_head
-from r2s2r.training.head import read_episodes as head_episodes
+from r2s2r.training.head import read_episodes as read_dataset
 
 INITS = ("scratch", "bc", "residual")
 
@@ -150,7 +150,7 @@ class RLConfig:
 
 def read_episodes(cfg: RLConfig, model: WorldModel) -> list[dict[str, torch.Tensor]]:
     """Every episode of `cfg.data` at the model's frame rate, all frames (ClipDataset.episode)."""
-    return head_episodes(cfg.data, model, cfg.max_episodes)
+    return read_dataset(cfg.data, model, cfg.max_episodes)
 
 
 def episode_starts(episodes: list[dict[str, torch.Tensor]], model: WorldModel) -> dict[str, torch.Tensor]:

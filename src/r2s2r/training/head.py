@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +39,8 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from r2s2r.data.commit import atomic_write_text
-from r2s2r.model.configuration_world_model import WorldModelConfig
+from r2s2r.data.reader import ClipConfig, ClipDataset, feature_stats, match_frame_rate
+from r2s2r.model.configuration_world_model import PRE_FIELD_DEFAULTS, WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
 
 
@@ -79,8 +80,6 @@ class RefineConfig:
 
 def read_episodes(root: str, model: WorldModel, max_episodes: int = 0) -> list[dict[str, torch.Tensor]]:
     """Every episode of the LeRobot dataset at `root`, all frames at the model's frame rate."""
-    from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
-
     clip = ClipConfig(root=root, cameras=tuple(model.config.cameras), future_frames=1)
     match_frame_rate(clip, model.config.frame_stride)
     dataset = ClipDataset(clip)
@@ -88,7 +87,8 @@ def read_episodes(root: str, model: WorldModel, max_episodes: int = 0) -> list[d
     return [dataset.episode(ep) for ep in tqdm(chosen, desc="reading episodes", unit="episode", leave=False)]
 
 
-UPGRADES = {"head_reads_objects": True, "head_carries_state": True}  # today's head, see WorldModelConfig
+# Today's head: the current defaults of the head fields older checkpoints lack (see WorldModelConfig).
+UPGRADES = {f.name: f.default for f in fields(WorldModelConfig) if f.name in PRE_FIELD_DEFAULTS}
 
 
 def upgrade_head(model: WorldModel, **head: object) -> WorldModel:
@@ -112,7 +112,7 @@ def upgrade_head(model: WorldModel, **head: object) -> WorldModel:
 
 
 def refine_checkpoint(cfg: RefineConfig) -> dict:
-    """Load, (widen,) refine, save to `output_dir` (atomically, with refine.json); the figures."""
+    """Load, (upgrade,) refine, save to `output_dir` (atomically, with refine.json); the figures."""
     model = WorldModel.from_pretrained(cfg.checkpoint)
     if cfg.upgrade or cfg.pose_modes:
         model = upgrade_head(model, **({"head_pose_modes": cfg.pose_modes} if cfg.pose_modes else {}))
@@ -154,13 +154,6 @@ def _labels(episode: dict[str, torch.Tensor], T: int) -> tuple[torch.Tensor, tor
     return reward, success
 
 
-def robust_stats(episodes: list[dict[str, torch.Tensor]], key: str) -> dict[str, torch.Tensor]:
-    """Mean, std, median and 1st/99th percentiles of `key` over every frame of `episodes`."""
-    x = torch.cat([ep[key].double() for ep in episodes])
-    q = torch.quantile(x, torch.tensor([0.01, 0.5, 0.99], dtype=x.dtype), dim=0)
-    return {"mean": x.mean(0), "std": x.std(0), "q01": q[0], "median": q[1], "q99": q[2]}
-
-
 def refine_head(model: WorldModel, episodes: list[dict[str, torch.Tensor]], cfg: HeadConfig) -> list[dict]:
     """Train `model.state_head` in place (trunk frozen) on `episodes` (`ClipDataset.episode` samples).
 
@@ -178,7 +171,8 @@ def refine_head(model: WorldModel, episodes: list[dict[str, torch.Tensor]], cfg:
     has_env = mc.env_state_dim > 0 and "observation.environment_state" in episodes[0]
     if has_env:  # the object pose's scale, re-taken robustly from these episodes (see WorldModel.set_stats)
         key = "observation.environment_state"
-        model.set_stats({key: robust_stats(episodes, key)})
+        stats = feature_stats(torch.cat([ep[key] for ep in episodes]).numpy())
+        model.set_stats({key: {k: torch.as_tensor(v, dtype=torch.float32) for k, v in stats.items()}})
     envs = torch.stack([
         model.norm("env", ep["observation.environment_state"][:T].float()) if has_env else torch.zeros(T, 1)
         for ep in episodes
@@ -199,8 +193,8 @@ def refine_head(model: WorldModel, episodes: list[dict[str, torch.Tensor]], cfg:
         rows = n[:, None]
         weight = (torch.rand(cfg.batch_size, M, generator=gen) < cfg.bootstrap).float()  # (B,M) bootstrap
         seen = head.sees_objects(cfg.batch_size, generator=gen) if has_env else None
-        start_env = envs[n, t0] if has_env else None
-        latent = head.encode_features(feats[n, t0], states[n, t0], start_env, seen)[:, None].expand(-1, M, -1)
+        first = envs[n, t0] if has_env else None
+        latent = head.encode_features(feats[n, t0], states[n, t0], first, seen)[:, None].expand(-1, M, -1)
         loss = torch.zeros(())
         for j in range(window):
             t = idx[:, j]
