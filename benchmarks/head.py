@@ -2,11 +2,13 @@
 
 The state head is the fast path of ranking (`r2s2r-rank --render=false`), search and RL. This benchmark
 upgrades the committed small world model's head (`upgrade_head`: it reads the observed object pose and
-carries proprio and pose explicitly) and refines it (`r2s2r-refine-head`, 3,000 steps) on
+carries proprio and pose explicitly; the `pose head` rows without, the `kinematic head` rows with
+`head_kinematics`, which relates the cube to each gripper's grasp frame and can carry it rigidly with
+one) and refines it (`r2s2r-refine-head`, 3,000 steps) on
 
   - `own`: the world model's own training recordings (scripted demonstrators at mixed skill), and
-  - `own, 2 pose modes`: the same, with a head that predicts two alternative object-pose changes per
-    step (`head_pose_modes=2`) and follows one per imagined episode, drawn by their predicted odds;
+  - `own, 2 pose modes`: the same, with a pose head that predicts two alternative object-pose changes
+    per step (`head_pose_modes=2`) and follows one per imagined episode, drawn by their predicted odds;
   - `own+act`: those plus rollouts of four ACT checkpoints of the zoo's training run that are NOT in the
     ranked zoo (steps 500, 4000, 5000, 6500; `--rollouts` episodes each, new seeds): what a team has from
     earlier hardware evaluations of the same policy family;
@@ -73,12 +75,14 @@ def record_rollouts(args) -> list[str]:
     return roots
 
 
-def refined(args, name: str, data: list[str], pose_modes: int = 0) -> tuple[str, dict]:
+def refined(
+    args, name: str, data: list[str], pose_modes: int = 0, kinematics: bool = True
+) -> tuple[str, dict]:
     out = Path(args.root) / "head" / name
     if not (out / "refine.json").is_file():
         cfg = RefineConfig(
             checkpoint=args.checkpoint, data=data, heldout=args.heldout, output_dir=str(out),
-            pose_modes=pose_modes, head=HeadConfig(steps=args.steps),
+            pose_modes=pose_modes, kinematics=kinematics, head=HeadConfig(steps=args.steps),
         )  # fmt: skip
         refine_checkpoint(cfg)
     return str(out), json.loads((out / "refine.json").read_text())
@@ -126,8 +130,12 @@ def main() -> None:
     if (Path(args.old_refined) / "model.safetensors").is_file():
         models["old head, refined"] = (args.old_refined, None)
     for name, data in (("own", [args.data]), ("own+act", [args.data, *rollouts])):
-        models[f"new head, {name}"] = refined(args, name.replace("+", "_"), data)
-    models["new head, own, 2 pose modes"] = refined(args, "own_modes2", [args.data], pose_modes=2)
+        models[f"pose head, {name}"] = refined(args, name.replace("+", "_"), data, kinematics=False)
+    models["pose head, own, 2 pose modes"] = refined(
+        args, "own_modes2", [args.data], pose_modes=2, kinematics=False
+    )
+    models["kinematic head, own"] = refined(args, "own_kinematic", [args.data])
+    models["kinematic head, own+act"] = refined(args, "own_act_kinematic", [args.data, *rollouts])
 
     results = {}
     for name, (checkpoint, figures) in models.items():

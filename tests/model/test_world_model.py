@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -224,3 +225,60 @@ def test_committed_demo_checkpoint_still_loads():
     model = WorldModel.from_pretrained(path, config=WorldModelConfig.small())
     assert model.state_mean.dtype == torch.float32 and model.state_std.min() >= 1e-2  # stats came along
     assert next(model.denoiser.parameters()).dtype == torch.float32  # float16 on disk, float32 in memory
+
+
+def test_kinematic_head_carries_the_cube_rigidly_with_the_gripper(clips):
+    """A kinematic head's pose modes: free keeps the cube where it is; "carried by gripper g" moves it with
+    g's grasp frame, checked against MuJoCo's own kinematics of the robot's MJCF."""
+    import mujoco
+
+    from r2s2r.robots.checker import PhysicsChecker
+    from r2s2r.robots.spec import robot_spec
+
+    model = _model(clips)  # tiny: head_kinematics on, one free pose mode + one per gripper
+    head, cfg = model.state_head, model.config
+    assert head.kinematic and head.modes == 3
+    checker = PhysicsChecker(robot_spec("aloha"))
+    home = torch.tensor([0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.1, 0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.1])
+    moved = home.clone()
+    moved[:6] += torch.tensor([0.2, 0.1, -0.15, 0.3, 0.2, -0.4])  # the left arm moves, the right does not
+
+    def grasp(state):  # MuJoCo: left grasp point and gripper orientation
+        checker.data.qpos[:] = checker.qpos(state.double().numpy()[None])[0]
+        mujoco.mj_kinematics(checker.model, checker.data)
+        body = checker.model.body("vx300s_left/gripper_link").id
+        rot = checker.data.xmat[body].reshape(3, 3).copy()  # MjData's arrays change with the next call
+        return checker.data.xpos[body] + rot @ [0.12, 0, 0], rot
+
+    point, rot = grasp(home)
+    cube = point + rot @ [0.01, -0.005, 0.002]  # just off the point between the left pads
+    pose = torch.tensor([*cube, 1.0, 0.0, 0.0, 0.0], dtype=torch.float32)
+    L, S = cfg.latent_dim, cfg.state_dim
+    with torch.no_grad():  # an untrained head predicts no change; make it predict this joint motion
+        head.dynamics.b2[:, L : L + S] = model.norm("state", moved) - model.norm("state", home)
+        carried = [model.norm("state", home)[None], model.norm("env", pose)[None]]
+        latent = torch.cat([torch.zeros(1, L), *carried], -1)
+        chunk = torch.zeros(1, cfg.chunk_dim)
+        out = {}
+        for name, draw in (("free", 0.1), ("left", 0.5), ("right", 0.9)):  # untrained odds are even
+            nxt = head.step(latent, chunk, draw=torch.tensor([draw]))
+            out[name] = model.unnorm("env", head.decode(nxt)["env_state"][0, 0]).double().numpy()
+    point2, rot2 = grasp(moved)
+    expected = point2 + rot2 @ rot.T @ (cube - point)
+    assert np.abs(out["left"][:3] - expected).max() < 1e-4
+    assert np.abs(expected - cube).max() > 0.05  # the left gripper did move the cube, a lot
+    for name in ("free", "right"):  # nothing carried it
+        np.testing.assert_allclose(out[name][:3], cube, atol=1e-4)
+    # Training: the mode nearest the truth continues; a carried mode only where it is clearly nearer.
+    with torch.no_grad():
+        nudge = torch.zeros(cfg.env_state_dim)
+        nudge[0] = 1e-3 / float(model.env_std[0])  # the free mode is 1 mm off in x; carried ones are exact
+        head.dynamics.b2[:, L + S : L + S + cfg.env_state_dim] = nudge
+        for joints, truth, winner in ((moved, expected, "left"), (home, cube, "free")):
+            head.dynamics.b2[:, L : L + S] = model.norm("state", joints) - model.norm("state", home)
+            goal = model.norm("env", torch.tensor([*truth, 1.0, 0.0, 0.0, 0.0], dtype=torch.float32))
+            nxt, _ = head.step_supervised(latent, chunk, goal[None])
+            got = model.unnorm("env", head.decode(nxt)["env_state"][0, 0]).double().numpy()[:3]
+            # still arms, still cube: every mode is right within 1 mm, and "free" must win the tie
+            target = truth + ([1e-3, 0, 0] if winner == "free" else 0)
+            np.testing.assert_allclose(got, target, atol=1e-4)

@@ -133,6 +133,7 @@ def test_refine_head_cli_writes_a_loadable_world_model_with_its_figures(recorded
     assert "refined on 2 episodes" in printed and f"--checkpoint={out}" in printed
     refined = WorldModel.from_pretrained(out)
     assert refined.config.head_reads_objects and refined.config.head_carries_state  # upgraded on the way
+    assert refined.config.head_kinematics and refined.state_head.modes == 3  # free + carried by each gripper
     figures = json.loads((out / "refine.json").read_text())
     assert set(figures) >= {"before", "after", "after_cameras_only"} and figures["episodes"] == 2
     original = WorldModel.from_pretrained(tmp_path / "wm").state_dict()
@@ -145,18 +146,19 @@ def test_a_config_written_before_todays_head_loads_as_it_was_trained(tmp_path):
     """Checkpoints saved before `head_reads_objects` existed have heads that read the cameras only."""
     WorldModelConfig.tiny().save(tmp_path)
     raw = json.loads((tmp_path / "config.json").read_text())
-    del raw["head_reads_objects"], raw["head_carries_state"]
+    del raw["head_reads_objects"], raw["head_carries_state"], raw["head_kinematics"]
     (tmp_path / "config.json").write_text(json.dumps(raw))
     old = WorldModelConfig.load(tmp_path)
-    assert old.head_reads_objects is False and old.head_carries_state is False
-    assert WorldModelConfig.tiny().head_reads_objects and WorldModelConfig.tiny().head_carries_state
+    assert not (old.head_reads_objects or old.head_carries_state or old.head_kinematics)
+    today = WorldModelConfig.tiny()
+    assert today.head_reads_objects and today.head_carries_state and today.head_kinematics
 
 
 def test_pose_modes_are_picked_by_the_episode_draw_and_trained_winner_takes_all():
     """Two pose modes with odds 0.3 / 0.7: a draw below 0.3 follows mode 0, above it mode 1, none the
     likeliest; in training the mode nearest the truth continues and is scored."""
     torch.manual_seed(0)
-    cfg = WorldModelConfig.tiny(head_pose_modes=2)
+    cfg = WorldModelConfig.tiny(head_pose_modes=2, head_kinematics=False)  # free modes only
     head = WorldModel(cfg).state_head
     L, S, E, M = cfg.latent_dim, cfg.state_dim, cfg.env_state_dim, cfg.ensemble
     with torch.no_grad():

@@ -17,7 +17,7 @@ from pathlib import Path
 
 # Fields added after checkpoints were published, with the value that reproduces what those checkpoints
 # were trained as: a config.json that lacks one loads with this value, not the current default.
-PRE_FIELD_DEFAULTS = {"head_reads_objects": False, "head_carries_state": False}
+PRE_FIELD_DEFAULTS = {"head_reads_objects": False, "head_carries_state": False, "head_kinematics": False}
 
 
 @dataclass
@@ -64,6 +64,11 @@ class WorldModelConfig:
     head_pose_modes: int = 1  # with a carried pose: how many alternative pose changes the head predicts
     # per step (2: e.g. carried along by the gripper or left behind), one picked per imagined episode by
     # the predicted odds, instead of one change that averages them
+    head_kinematics: bool = True  # with a carried pose: the head relates the object to each gripper's
+    # grasp point (forward kinematics of the robot's MJCF, robots/kinematics.py): it reads where the cube is
+    # in every gripper's frame, and besides its free pose changes it predicts "carried rigidly by gripper g"
+    # (one more pose mode per gripper, picked by the predicted odds), so a held cube moves with the fingers
+    # instead of lagging behind them
     judge_width: int = 32  # success/reward judge: channels of its first conv layer
     state_loss_weight: float = 1.0  # weight of the state-dynamics head's loss in the total
     judge_loss_weight: float = 0.5  # weight of the judge's loss in the total

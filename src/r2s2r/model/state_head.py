@@ -21,6 +21,9 @@ from torch import nn
 
 from r2s2r.model.configuration_world_model import WorldModelConfig
 
+REL_SCALE = 0.05  # m: the object's position in a gripper's frame is read in units of this (clamped at 4x)
+NEAR = 0.02  # m: width of the "object between the pads" feature, exp(-d^2 / 2 NEAR^2)
+
 
 def conv_trunk(width: int) -> nn.Sequential:
     """(N,3,H,W) -> (N, 4*width) features: three stride-2 convs and a global average."""
@@ -73,15 +76,31 @@ class StateDynamicsHead(nn.Module):
         # With `head_pose_modes` K > 1, the object pose's change is one of K predicted changes (e.g. carried
         # along by the gripper, or left behind), picked per imagined episode by the predicted odds.
         self.modes = cfg.head_pose_modes if C and cfg.env_state_dim else 1
+        # With `head_kinematics`, the object is also related to each gripper's grasp point: its position in
+        # every gripper's frame is an input, and one more mode per gripper moves it rigidly with that gripper.
+        self.kinematic = bool(cfg.head_kinematics and C and cfg.env_state_dim >= 3)
+        relations = 0
+        if self.kinematic:
+            from r2s2r.robots.kinematics import GraspKinematics
+            from r2s2r.robots.spec import robot_spec
+
+            self.fk = GraspKinematics(robot_spec(cfg.robot))
+            self._memo = None  # the last latent _grasp read, and what it found
+            self.modes += self.fk.num_grippers
+            relations = 4 * self.fk.num_grippers
+            # The normalization, to read joints in radians and the pose in metres (WorldModel.set_stats).
+            for name, dim in (("joint", cfg.state_dim), ("pose", cfg.env_state_dim)):
+                self.register_buffer(f"{name}_mean", torch.zeros(dim))
+                self.register_buffer(f"{name}_std", torch.ones(dim))
         extra = (self.modes - 1) * cfg.env_state_dim + (self.modes if self.modes > 1 else 0)
-        self.dynamics = EnsembleMLP(cfg.ensemble, L + C + H, H, L + C + extra)
+        self.dynamics = EnsembleMLP(cfg.ensemble, L + C + H + relations, H, L + C + extra)
         with torch.no_grad():  # an untrained head predicts "nothing moves" for the carried state
             self.dynamics.w2[..., L:].zero_()
         if not C:
             self.state_out = nn.ModuleDict({cfg.robot: nn.Linear(L, cfg.state_dim)})
         self.env_out = nn.Linear(L, max(cfg.env_state_dim, 1))  # carried: the cameras' guess at the start
-        self.reward_out = nn.Linear(L + C, cfg.reward_levels)
-        self.success_out = nn.Linear(L + C, 1)
+        self.reward_out = nn.Linear(L + C + relations, cfg.reward_levels)
+        self.success_out = nn.Linear(L + C + relations, 1)
 
     @property
     def latent_size(self) -> int:
@@ -145,13 +164,44 @@ class StateDynamicsHead(nn.Module):
             return None
         return (torch.rand(batch_size, generator=generator) >= self.cfg.head_object_dropout).to(device)
 
+    def set_scales(self, state_mean, state_std, env_mean, env_std) -> None:
+        """The world model's normalization of proprio and object pose (a kinematic head reads metres)."""
+        if self.kinematic:
+            for name, value in zip(("joint_mean", "joint_std", "pose_mean", "pose_std"),
+                                   (state_mean, state_std, env_mean, env_std), strict=True):  # fmt: skip
+                getattr(self, name).copy_(value)
+
+    def _grasp(self, latent: torch.Tensor):
+        """latent (...,·) -> grasp points (...,G,3) and orientations (...,G,3,3) of its proprio, the object's
+        position (...,3) (metres, world frame) and that position in each gripper's frame (...,G,3)."""
+        if self._memo is not None and self._memo[0] is latent:  # decode(latent), then step(latent)
+            return self._memo[1]
+        L, S = self.cfg.latent_dim, self.cfg.state_dim
+        joints = latent[..., L : L + S] * self.joint_std + self.joint_mean
+        position = (latent[..., L + S :] * self.pose_std + self.pose_mean)[..., :3]
+        point, rot = self.fk(joints)
+        rel = (rot.transpose(-1, -2) @ (position[..., None, :] - point)[..., None])[..., 0]
+        self._memo = (latent, (point, rot, position, rel))
+        return self._memo[1]
+
+    def relations(self, latent: torch.Tensor) -> torch.Tensor:
+        """(...,4G) features of the object relative to every gripper: its position in the gripper's frame
+        (units of REL_SCALE, clamped) and how close it is to the point between the pads (1 there, 0 far)."""
+        rel = self._grasp(latent)[3]
+        near = torch.exp(-rel.pow(2).sum(-1, keepdim=True) / (2 * NEAR**2))
+        return torch.cat([(rel / REL_SCALE).clamp(-4, 4), near], dim=-1).flatten(-2)
+
     def _step_parts(self, latent: torch.Tensor, chunk: torch.Tensor):
         """latent (B,M,·) -> next z (B,M,L), next carried state without the pose (B,M,S), candidate next
-        poses (B,M,K,E) and their logits (B,M,K) (None for one mode); carried parts None without them."""
+        poses (B,M,K,E) and their logits (B,M,K) (None for one mode); carried parts None without them.
+
+        A kinematic head's last G candidates start from the object moved rigidly with gripper g (its position
+        in g's frame kept; orientation as the free modes'), the others from where it is."""
         action = F.silu(self.chunk_in[self.cfg.robot](chunk))[:, None].expand(
             -1, latent.shape[1], -1
         )  # (B,M,H)
-        change = self.dynamics(torch.cat([latent, action], dim=-1))
+        inputs = [latent, action] + ([self.relations(latent)] if self.kinematic else [])
+        change = self.dynamics(torch.cat(inputs, dim=-1))
         L, S, E, K = self.cfg.latent_dim, self.cfg.state_dim, self.cfg.env_state_dim, self.modes
         z = self.latent_norm(latent[..., :L] + change[..., :L])
         if not self.carried:
@@ -159,7 +209,16 @@ class StateDynamicsHead(nn.Module):
         if not E:
             return z, latent[..., L:] + change[..., L : L + S], None, None
         state = latent[..., L : L + S] + change[..., L : L + S]
-        poses = latent[..., None, L + S :] + change[..., L + S : L + S + K * E].unflatten(-1, (K, E))
+        base = latent[..., None, L + S :].expand(*latent.shape[:-1], K, E)
+        if self.kinematic:
+            G = self.fk.num_grippers
+            rel = self._grasp(latent)[3]  # (B,M,G,3)
+            point, rot = self.fk(state * self.joint_std + self.joint_mean)  # after this frame's motion
+            carried = point + (rot @ rel[..., None])[..., 0]  # (B,M,G,3) metres
+            carried = (carried - self.pose_mean[:3]) / self.pose_std[:3]
+            rest = base[..., K - G :, 3:]
+            base = torch.cat([base[..., : K - G, :], torch.cat([carried, rest], dim=-1)], dim=-2)
+        poses = base + change[..., L + S : L + S + K * E].unflatten(-1, (K, E))
         logits = change[..., L + S + K * E :] if K > 1 else None
         return z, state, poses, logits
 
@@ -187,6 +246,7 @@ class StateDynamicsHead(nn.Module):
             pick = (cdf <= draw.to(cdf)[:, None, None]).sum(-1).clamp_max(self.modes - 1)
         return torch.cat([z, state, _take(poses, pick)], dim=-1)
 
+    CARRY_MARGIN = 0.003  # m: how much nearer the truth than the free modes a carried mode must be to win
     WTA_SPREAD = 0.05  # share of the pose loss spread over every mode (keeps losing modes trained)
 
     def step_supervised(
@@ -195,7 +255,8 @@ class StateDynamicsHead(nn.Module):
         """Training: one step ahead (B,M,·) and the pose loss (B,M) against the true next pose env (B,E).
 
         With several modes, the mode nearest the truth is scored and continues the unroll (winner takes
-        all, `WTA_SPREAD` to the others), and the odds learn which mode won."""
+        all, `WTA_SPREAD` to the other free modes; a gripper's carried mode learns only where it won, as it
+        is metres off for a cube far from that gripper), and the odds learn which mode won."""
         if latent.dim() == 2:
             latent = latent[:, None].expand(-1, self.cfg.ensemble, -1)
         if env is None or self.modes == 1:
@@ -205,9 +266,15 @@ class StateDynamicsHead(nn.Module):
             return nxt, (self._pose(nxt) - env[:, None]).pow(2).mean(-1)
         z, state, poses, logits = self._step_parts(latent, chunk)
         err = (poses - env[:, None, None]).pow(2).mean(-1)  # (B,M,K)
-        best = err.argmin(-1)  # (B,M)
+        free = self.modes - (self.fk.num_grippers if self.kinematic else 0)  # carried modes: only as winners
+        # A carried mode wins only where it beats the free ones by more than CARRY_MARGIN of position: where
+        # nothing moves every mode is right, and "carried by a gripper" must not be learnt from such ties.
+        handicap = torch.zeros(self.modes, device=err.device)
+        if self.kinematic:
+            handicap[free:] = (self.CARRY_MARGIN / self.pose_std[:3]).pow(2).sum() / self.cfg.env_state_dim
+        best = (err + handicap).argmin(-1)  # (B,M)
         won = err.gather(-1, best[..., None])[..., 0]
-        loss = (1 - self.WTA_SPREAD) * won + self.WTA_SPREAD * err.mean(-1)
+        loss = (1 - self.WTA_SPREAD) * won + self.WTA_SPREAD * err[..., :free].mean(-1)
         loss = loss + F.cross_entropy(logits.flatten(0, 1), best.flatten(), reduction="none").view_as(won)
         return torch.cat([z, state, _take(poses, best)], dim=-1), loss
 
@@ -221,11 +288,12 @@ class StateDynamicsHead(nn.Module):
         """From latents (...,latent_size): normalized state and object state, reward logits, success logit."""
         L, S = self.cfg.latent_dim, self.cfg.state_dim
         state = latent[..., L : L + S] if self.carried else self.state_out[self.cfg.robot](latent)
+        outcome = torch.cat([latent, self.relations(latent)], dim=-1) if self.kinematic else latent
         return {
             "state": state,
             "env_state": self._pose(latent),
-            "reward_logits": self.reward_out(latent),
-            "success_logit": self.success_out(latent).squeeze(-1),
+            "reward_logits": self.reward_out(outcome),
+            "success_logit": self.success_out(outcome).squeeze(-1),
         }
 
     @staticmethod

@@ -18,8 +18,14 @@ proprio and pose explicitly, stepping them by predicted changes: for a 4 cm cube
 decides the grasp, and a cube nobody touches stays put. Some refinement encodings hide the pose, so the
 head still starts from the cameras alone when an observation has none.
 
---pose_modes=2 gives the head two alternative object-pose changes per step (say, carried along by the
-gripper or left behind) with their odds, instead of one change that averages them; each imagined
+It also relates the cube to the fingers (--kinematics, on by default): forward kinematics of the robot's
+MJCF gives each gripper's grasp point and frame from the carried joint angles; the head reads where the
+cube is in every gripper's frame, and besides its free pose change it predicts "carried rigidly by the
+left / right gripper", picked by the predicted odds. A held cube then moves exactly with the fingers
+instead of lagging behind them, and a 1 cm miss is visible as such. --kinematics=false: pose only.
+
+--pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
+behind) with their odds, instead of one change that averages them; each imagined
 episode of WorldModelEnv follows one, drawn once by the odds. Training scores the alternative nearest
 the truth (winner takes all).
 

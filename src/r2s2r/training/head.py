@@ -65,7 +65,8 @@ class RefineConfig:
     heldout: str = ""  # LeRobot dataset for the before/after figures (never trained on); "" skips them
     output_dir: str = "outputs/refine_head"  # the refined world model, and refine.json with the figures
     upgrade: bool = True  # give an older checkpoint today's head first (`upgrade_head`)
-    pose_modes: int = 0  # object-pose modes of the refined head (head_pose_modes); 0 keeps the checkpoint's
+    pose_modes: int = 0  # free object-pose modes of the refined head (head_pose_modes); 0: the checkpoint's
+    kinematics: bool = True  # relate the object to the grippers (head_kinematics); False: a pose-only head
     max_episodes: int = 0  # episodes per dataset to read (0: all)
     head: HeadConfig = field(default_factory=HeadConfig)
 
@@ -108,6 +109,7 @@ def upgrade_head(model: WorldModel, **head: object) -> WorldModel:
         if keep and name in state:
             state[name] = value.clone()
     new.load_state_dict(state)
+    new.state_head.set_scales(new.state_mean, new.state_std, new.env_mean, new.env_std)
     return new.to(next(model.parameters()).device)
 
 
@@ -115,7 +117,10 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
     """Load, (upgrade,) refine, save to `output_dir` (atomically, with refine.json); the figures."""
     model = WorldModel.from_pretrained(cfg.checkpoint)
     if cfg.upgrade or cfg.pose_modes:
-        model = upgrade_head(model, **({"head_pose_modes": cfg.pose_modes} if cfg.pose_modes else {}))
+        fields_ = {"head_kinematics": cfg.kinematics}
+        if cfg.pose_modes:
+            fields_["head_pose_modes"] = cfg.pose_modes
+        model = upgrade_head(model, **fields_)
     episodes = [ep for root in cfg.data for ep in read_episodes(root, model, cfg.max_episodes)]
     heldout = read_episodes(cfg.heldout, model) if cfg.heldout else []
     figures: dict = {"checkpoint": cfg.checkpoint, "data": cfg.data, "episodes": len(episodes)}

@@ -1,0 +1,135 @@
+"""Forward kinematics of a robot's grasp points, in torch, read from its MJCF.
+
+The state-dynamics head reasons about the object relative to the fingers: whether the cube sits between the
+pads of a closing gripper decides whether it will be carried along, and a 1 cm miss looks like nothing in
+joint angles but everything in the gripper's frame. Joint angles are the proprio the head carries; this
+module turns them into each gripper's grasp point and orientation, batched, differentiable, on any device,
+so thousands of imagined states can be related to the object in one call.
+
+The chain of every gripper (its bodies' fixed offsets, and the hinge joints between them) is read once
+from the robot's MJCF with MuJoCo, as a URDF would be read on hardware: MuJoCo computes nothing here, and
+`GraspKinematics` agrees with `mj_kinematics` to float precision (tests/test_kinematics.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from r2s2r.robots.spec import EmbodimentSpec
+
+# Per robot: the body of each gripper whose frame the grasp point is fixed in, and that point in its frame.
+# ALOHA: gym-aloha's gripper_link has x pointing out of the gripper and the fingers sliding along y; the
+# point between the pads is the demonstrators' tool centre point (robots/ik.py: DEFAULT_TCP).
+GRASP_FRAMES = {
+    "aloha": {
+        "bodies": ("vx300s_left/gripper_link", "vx300s_right/gripper_link"),
+        "point": (0.12, 0.0, 0.0),
+    },
+}
+
+
+def _spec_joint(mjcf_name: str) -> str:
+    """MJCF joint name -> spec joint name: 'vx300s_left/waist' -> 'left_waist'."""
+    prefix, _, joint = mjcf_name.partition("/")
+    return f"{prefix.split('_')[-1]}_{joint}"
+
+
+def _quat_to_matrix(q: np.ndarray) -> np.ndarray:
+    w, x, y, z = q / np.linalg.norm(q)
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+    ])  # fmt: skip
+
+
+def axis_rotation(axis: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
+    """Rotation matrices (...,3,3) by `angle` (...) about unit `axis` (3,) (Rodrigues' formula)."""
+    x, y, z = axis
+    zero = torch.zeros((), dtype=axis.dtype, device=axis.device)
+    k = torch.stack([torch.stack([zero, -z, y]), torch.stack([z, zero, -x]), torch.stack([-y, x, zero])])
+    s, c = angle.sin()[..., None, None], angle.cos()[..., None, None]
+    return torch.eye(3, dtype=axis.dtype, device=axis.device) + s * k + (1 - c) * (k @ k)
+
+
+class GraspKinematics(nn.Module):
+    """Proprio (...,S) -> each gripper's grasp point (...,G,3) in metres and orientation (...,G,3,3).
+
+    Example:
+        fk = GraspKinematics(robot_spec("aloha"))
+        point, rot = fk(states)  # states: raw observation.state (rad; grippers ignored)
+        in_gripper = (rot.transpose(-1, -2) @ (cube - point)[..., None])[..., 0]  # cube in each gripper frame
+    """
+
+    def __init__(self, spec: EmbodimentSpec):
+        super().__init__()
+        if spec.name not in GRASP_FRAMES or spec.model_xml is None:
+            raise ValueError(
+                f"robot '{spec.name}' has no grasp frames or MJCF for forward kinematics; add it to "
+                "r2s2r/robots/kinematics.py: GRASP_FRAMES, or turn head_kinematics off."
+            )
+        import mujoco
+
+        frames = GRASP_FRAMES[spec.name]
+        model = mujoco.MjModel.from_xml_path(spec.model_xml)
+        chains = []
+        for body_name in frames["bodies"]:
+            body, chain = model.body(body_name).id, []
+            while body != 0:  # up to the world body
+                joints = [j for j in range(model.njnt) if model.jnt_bodyid[j] == body]
+                hinges = [j for j in joints if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
+                if len(joints) != len(hinges) or len(hinges) > 1:
+                    raise ValueError(f"{body_name}'s chain has a non-hinge or multi-joint body; unsupported.")
+                index = -1
+                if hinges:
+                    name = _spec_joint(model.joint(hinges[0]).name)
+                    if name not in spec.joint_names:
+                        raise ValueError(f"joint {name} of {body_name}'s chain is not in the robot spec.")
+                    index = spec.joint_names.index(name)
+                chain.append((
+                    model.body_pos[body].copy(), _quat_to_matrix(model.body_quat[body]),
+                    model.jnt_axis[hinges[0]].copy() if hinges else np.zeros(3),
+                    model.jnt_pos[hinges[0]].copy() if hinges else np.zeros(3), index,
+                ))  # fmt: skip
+                body = model.body_parentid[body]
+            chains.append(chain[::-1])  # root first
+        depth = max(len(c) for c in chains)
+        for c in chains:  # pad shorter chains at the root with identity links
+            c[:0] = [(np.zeros(3), np.eye(3), np.zeros(3), np.zeros(3), -1)] * (depth - len(c))
+        as_tensor = lambda i: torch.tensor(np.array([[link[i] for link in c] for c in chains]))  # noqa: E731
+        offset, fixed, axis, anchor = (as_tensor(i).float() for i in range(4))  # (G,D,3), (G,D,3,3), ...
+        if anchor.abs().max() > 0:
+            raise ValueError("a hinge of the gripper chains is off its body's origin; unsupported.")
+        x, y, z = axis.unbind(-1)
+        zero = torch.zeros_like(x)
+        cross = torch.stack([zero, -z, y, z, zero, -x, -y, x, zero], dim=-1).unflatten(-1, (3, 3))
+        # A link's transform is fixed @ R(axis, q) = fixed + sin q (fixed @ K) + (1 - cos q) (fixed @ K^2)
+        # (Rodrigues), so all links of all chains come from three precomputed matrices in one batched op.
+        self.register_buffer("offset", offset, persistent=False)
+        self.register_buffer("fixed", fixed, persistent=False)
+        self.register_buffer("fixed_k", fixed @ cross, persistent=False)
+        self.register_buffer("fixed_k2", fixed @ cross @ cross, persistent=False)
+        index = torch.tensor([[link[4] for link in c] for c in chains])  # state index of each hinge, or -1
+        self.register_buffer("index", index.clamp_min(0), persistent=False)
+        self.register_buffer("hinged", (index >= 0).float(), persistent=False)
+        self.register_buffer("point", torch.tensor(frames["point"]).float(), persistent=False)
+        self.num_grippers, self.depth = index.shape
+
+    @torch.no_grad()
+    def forward(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Not differentiated: the head relates objects to where the grippers are, as given."""
+        batch, G, D = states.shape[:-1], self.num_grippers, self.depth
+        angle = states[..., self.index.flatten()].unflatten(-1, (G, D)) * self.hinged  # (...,G,D)
+        s, c = angle.sin()[..., None, None], (1 - angle.cos())[..., None, None]
+        fixed, fixed_k, fixed_k2, offset, point = (
+            t.to(states.dtype) for t in (self.fixed, self.fixed_k, self.fixed_k2, self.offset, self.point)
+        )
+        links = fixed + s * fixed_k + c * fixed_k2  # (...,G,D,3,3)
+        rot = states.new_zeros(()).expand(*batch, G, 3, 3) + torch.eye(3).to(states)
+        pos = states.new_zeros(*batch, G, 3)
+        for d in range(D):
+            pos = pos + (rot @ offset[:, d, :, None])[..., 0]
+            rot = rot @ links[..., d, :, :]
+        return pos + (rot @ point[:, None])[..., 0], rot
