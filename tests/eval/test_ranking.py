@@ -41,6 +41,7 @@ def test_wilson_interval_at_the_edges():
     assert hi == pytest.approx(0.38416 / 1.38416, rel=1e-12)  # 0.277540
     assert wilson_interval(10, 10) == pytest.approx((1 - hi, 1.0), abs=1e-12)
     assert wilson_interval(10, 10)[1] == 1.0
+    assert all(wilson_interval(n, n)[1] == 1.0 and wilson_interval(0, n)[0] == 0.0 for n in range(1, 200))
     # a wider z gives a wider interval
     lo99, hi99 = wilson_interval(8, 10, z=2.576)
     assert lo99 < 0.490157 and hi99 > 0.943319

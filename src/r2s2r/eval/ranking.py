@@ -88,7 +88,10 @@ def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float
     denom = 1 + z * z / n
     center = (p + z * z / (2 * n)) / denom
     half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, center - half), min(1.0, center + half)  # clip float round-off at 0/n and n/n
+    # At 0/n the lower bound is exactly 0 and at n/n the upper exactly 1; float round-off misses both.
+    lo = 0.0 if k == 0 else max(0.0, center - half)
+    hi = 1.0 if k == n else min(1.0, center + half)
+    return lo, hi
 
 
 def _is_constant(a: np.ndarray) -> bool:
