@@ -135,7 +135,6 @@ def main() -> None:
         args, "own_modes2", [args.data], pose_modes=2, kinematics=False
     )
     models["kinematic head, own"] = refined(args, "own_kinematic", [args.data])
-    models["kinematic head, own+act"] = refined(args, "own_act_kinematic", [args.data, *rollouts])
 
     results = {}
     for name, (checkpoint, figures) in models.items():
