@@ -183,6 +183,6 @@ def test_pose_modes_are_picked_by_the_episode_draw_and_trained_winner_takes_all(
     truth[:, 0] += 1.0  # mode 0 was right
     nxt, loss = head.step_supervised(latent, chunk, truth)
     torch.testing.assert_close(head.decode(nxt)["env_state"], truth[:, None].expand(-1, M, -1))
-    wrong = 0.05 * (2.0**2 / E) / 2  # the loser's share of the squared error, averaged over both modes
+    wrong = 0.05 * (2 * (2.0 - 0.5) / E) / 2  # the loser's share of its error (2x Huber of 2.0), over both
     expected = wrong - math.log(0.3)  # plus the odds' cross-entropy towards mode 0
     torch.testing.assert_close(loss, torch.full((3, M), expected))

@@ -42,6 +42,7 @@ from r2s2r.data.commit import atomic_write_text
 from r2s2r.data.reader import ClipConfig, ClipDataset, feature_stats, match_frame_rate
 from r2s2r.model.configuration_world_model import PRE_FIELD_DEFAULTS, WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.model.state_head import pose_error
 
 
 @dataclass
@@ -212,9 +213,9 @@ def refine_head(model: WorldModel, episodes: list[dict[str, torch.Tensor]], cfg:
             if has_env and j:
                 per = per + pose_loss
             elif has_env:
-                per = per + (pred["env_state"] - envs[n, t][:, None]).pow(2).mean(-1)
+                per = per + pose_error(pred["env_state"], envs[n, t][:, None])
                 if head.carried:  # the cameras' own guess, for observations without a pose
-                    per = per + (head.camera_guess(latent) - envs[n, t][:, None]).pow(2).mean(-1)
+                    per = per + pose_error(head.camera_guess(latent), envs[n, t][:, None])
             per = per + F.cross_entropy(
                 pred["reward_logits"].flatten(0, 1), rewards[n, t].repeat_interleave(M), reduction="none"
             ).reshape(-1, M)
