@@ -76,13 +76,14 @@ def record_rollouts(args) -> list[str]:
 
 
 def refined(
-    args, name: str, data: list[str], pose_modes: int = 0, kinematics: bool = True
+    args, name: str, data: list[str], pose_modes: int = 0, kinematics: bool = True, tracks: bool = False
 ) -> tuple[str, dict]:
     out = Path(args.root) / "head" / name
     if not (out / "refine.json").is_file():
         cfg = RefineConfig(
             checkpoint=args.checkpoint, data=data, heldout=args.heldout, output_dir=str(out),
-            pose_modes=pose_modes, kinematics=kinematics, head=HeadConfig(steps=args.steps),
+            pose_modes=pose_modes, kinematics=kinematics, tracks_commands=tracks,
+            head=HeadConfig(steps=args.steps),
         )  # fmt: skip
         refine_checkpoint(cfg)
     return str(out), json.loads((out / "refine.json").read_text())
@@ -135,6 +136,7 @@ def main() -> None:
         args, "own_modes2", [args.data], pose_modes=2, kinematics=False
     )
     models["kinematic head, own"] = refined(args, "own_kinematic", [args.data])
+    models["kinematic, tracking head, own"] = refined(args, "own_tracking", [args.data], tracks=True)
 
     results = {}
     for name, (checkpoint, figures) in models.items():

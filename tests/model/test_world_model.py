@@ -235,7 +235,7 @@ def test_kinematic_head_carries_the_cube_rigidly_with_the_gripper(clips):
     from r2s2r.robots.checker import PhysicsChecker
     from r2s2r.robots.spec import robot_spec
 
-    model = _model(clips)  # tiny: head_kinematics on, one free pose mode + one per gripper
+    model = _model(clips, head_tracks_commands=False)  # kinematics on: one free pose mode + one per gripper
     head, cfg = model.state_head, model.config
     assert head.kinematic and head.modes == 3
     checker = PhysicsChecker(robot_spec("aloha"))

@@ -86,11 +86,19 @@ def env_raw(episodes):
     return torch.stack([ep["observation.environment_state"][0] for ep in episodes]).float()
 
 
-def test_a_carried_pose_stays_put_when_the_head_predicts_no_change():
-    """The carried state is stepped by the predicted change only: zero dynamics output, same state."""
+@pytest.mark.parametrize("tracks", [False, True])
+def test_a_carried_pose_stays_put_when_the_head_predicts_no_change(tracks):
+    """The carried state is stepped by the predicted change only: zero dynamics output, same pose, and the
+    same proprio, or (`head_tracks_commands`) exactly the last joint target of the last chunk."""
     torch.manual_seed(0)
-    cfg = WorldModelConfig.tiny()
-    head = WorldModel(cfg).state_head
+    cfg = WorldModelConfig.tiny(head_tracks_commands=tracks)
+    model = WorldModel(cfg)
+    stats = {  # actions and proprio normalized differently: a target must be re-read in proprio's terms
+        "action": {"mean": torch.full((14,), 0.3), "std": torch.full((14,), 2.0)},
+        "observation.state": {"mean": torch.full((14,), -0.1), "std": torch.full((14,), 0.5)},
+    }
+    model.set_stats(stats)
+    head = model.state_head
     with torch.no_grad():
         head.dynamics.w2.zero_()
         head.dynamics.b2.zero_()
@@ -99,9 +107,12 @@ def test_a_carried_pose_stays_put_when_the_head_predicts_no_change():
     latent = head.encode(frames, state, env)
     assert latent.shape == (3, head.latent_size) and head.latent_size == cfg.latent_dim + 14 + 7
     for _ in range(5):
-        latent = head.step(latent, torch.randn(3, cfg.chunk_dim))
+        chunk = torch.randn(3, cfg.chunk_dim)
+        latent = head.step(latent, chunk)
     decoded = head.decode(latent)  # (B,M,·)
-    torch.testing.assert_close(decoded["state"], state[:, None].expand(-1, cfg.ensemble, -1))
+    target = chunk.view(3, cfg.frame_stride, cfg.action_dim)[:, -1] * 2.0 + 0.3  # raw joint targets
+    expected = (target + 0.1) / 0.5 if tracks else state
+    torch.testing.assert_close(decoded["state"], expected[:, None].expand(-1, cfg.ensemble, -1))
     torch.testing.assert_close(decoded["env_state"], env[:, None].expand(-1, cfg.ensemble, -1))
 
 

@@ -60,7 +60,7 @@ class WorldModel(nn.Module):
                 mean, std = stats[key]["median"], (stats[key]["q99"] - stats[key]["q01"]) / ROBUST_SPAN
             getattr(self, f"{name}_mean").copy_(mean)
             getattr(self, f"{name}_std").copy_(std.clamp_min(1e-2))
-        self.state_head.set_scales(self.state_mean, self.state_std, self.env_mean, self.env_std)
+        self.state_head.set_scales(self)
 
     def norm(self, name: str, x: torch.Tensor) -> torch.Tensor:
         return (x - getattr(self, f"{name}_mean")) / getattr(self, f"{name}_std")

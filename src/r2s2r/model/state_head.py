@@ -88,10 +88,15 @@ class StateDynamicsHead(nn.Module):
             self._memo = None  # the last latent _grasp read, and what it found
             self.modes += self.fk.num_grippers
             relations = 4 * self.fk.num_grippers
-            # The normalization, to read joints in radians and the pose in metres (WorldModel.set_stats).
-            for name, dim in (("joint", cfg.state_dim), ("pose", cfg.env_state_dim)):
-                self.register_buffer(f"{name}_mean", torch.zeros(dim))
-                self.register_buffer(f"{name}_std", torch.ones(dim))
+        # With `head_tracks_commands` the next proprio starts from the chunk's last joint target.
+        self.tracks = bool(cfg.head_tracks_commands and C and cfg.state_dim == cfg.action_dim)
+        # Normalization, to read joints in radians, the pose in metres, commands as proprio (set_scales).
+        scales = {"joint": cfg.state_dim} if self.kinematic or self.tracks else {}
+        scales |= {"pose": cfg.env_state_dim} if self.kinematic else {}
+        scales |= {"command": cfg.action_dim} if self.tracks else {}
+        for name, dim in scales.items():
+            self.register_buffer(f"{name}_mean", torch.zeros(dim))
+            self.register_buffer(f"{name}_std", torch.ones(dim))
         extra = (self.modes - 1) * cfg.env_state_dim + (self.modes if self.modes > 1 else 0)
         self.dynamics = EnsembleMLP(cfg.ensemble, L + C + H + relations, H, L + C + extra)
         with torch.no_grad():  # an untrained head predicts "nothing moves" for the carried state
@@ -164,12 +169,14 @@ class StateDynamicsHead(nn.Module):
             return None
         return (torch.rand(batch_size, generator=generator) >= self.cfg.head_object_dropout).to(device)
 
-    def set_scales(self, state_mean, state_std, env_mean, env_std) -> None:
-        """The world model's normalization of proprio and object pose (a kinematic head reads metres)."""
-        if self.kinematic:
-            for name, value in zip(("joint_mean", "joint_std", "pose_mean", "pose_std"),
-                                   (state_mean, state_std, env_mean, env_std), strict=True):  # fmt: skip
-                getattr(self, name).copy_(value)
+    def set_scales(self, source: nn.Module) -> None:
+        """Copy the world model's normalization (`source.{state,env,action}_{mean,std}`) into the buffers this
+        head reads: a kinematic head needs joints in radians and the pose in metres, a tracking head the
+        commands in proprio's normalization."""
+        for mine, theirs in (("joint", "state"), ("pose", "env"), ("command", "action")):
+            if hasattr(self, f"{mine}_mean"):
+                getattr(self, f"{mine}_mean").copy_(getattr(source, f"{theirs}_mean"))
+                getattr(self, f"{mine}_std").copy_(getattr(source, f"{theirs}_std"))
 
     def _grasp(self, latent: torch.Tensor):
         """latent (...,·) -> grasp points (...,G,3) and orientations (...,G,3,3) of its proprio, the object's
@@ -206,9 +213,14 @@ class StateDynamicsHead(nn.Module):
         z = self.latent_norm(latent[..., :L] + change[..., :L])
         if not self.carried:
             return z, None, None, None
+        state = latent[..., L : L + S]
+        if self.tracks:  # position-controlled joints end the frame near their last target
+            last = chunk.unflatten(-1, (self.cfg.frame_stride, -1))[:, -1]
+            target = last * self.command_std + self.command_mean
+            state = ((target - self.joint_mean) / self.joint_std)[:, None].expand_as(state)
+        state = state + change[..., L : L + S]
         if not E:
-            return z, latent[..., L:] + change[..., L : L + S], None, None
-        state = latent[..., L : L + S] + change[..., L : L + S]
+            return z, state, None, None
         base = latent[..., None, L + S :].expand(*latent.shape[:-1], K, E)
         if self.kinematic:
             G = self.fk.num_grippers

@@ -24,6 +24,12 @@ cube is in every gripper's frame, and besides its free pose change it predicts "
 left / right gripper", picked by the predicted odds. A held cube then moves exactly with the fingers
 instead of lagging behind them, and a 1 cm miss is visible as such. --kinematics=false: pose only.
 
+--tracks_commands predicts the next proprio from the commands: ALOHA's joints are position-controlled,
+so a frame ends near the chunk's last joint target, and the head learns only the difference (lag,
+contact). It halves the one-frame grasp-point error but ranked the benchmark zoo worse, so it is off by
+default. Object poses are scored by a Huber loss, so a cube that fell off the table (metres) does not
+outweigh every centimetre.
+
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds, instead of one change that averages them; each imagined
 episode of WorldModelEnv follows one, drawn once by the odds. Training scores the alternative nearest

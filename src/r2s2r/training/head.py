@@ -68,6 +68,7 @@ class RefineConfig:
     upgrade: bool = True  # give an older checkpoint today's head first (`upgrade_head`)
     pose_modes: int = 0  # free object-pose modes of the refined head (head_pose_modes); 0: the checkpoint's
     kinematics: bool = True  # relate the object to the grippers (head_kinematics); False: a pose-only head
+    tracks_commands: bool = False  # next proprio from the last joint target (head_tracks_commands)
     max_episodes: int = 0  # episodes per dataset to read (0: all)
     head: HeadConfig = field(default_factory=HeadConfig)
 
@@ -110,7 +111,7 @@ def upgrade_head(model: WorldModel, **head: object) -> WorldModel:
         if keep and name in state:
             state[name] = value.clone()
     new.load_state_dict(state)
-    new.state_head.set_scales(new.state_mean, new.state_std, new.env_mean, new.env_std)
+    new.state_head.set_scales(new)
     return new.to(next(model.parameters()).device)
 
 
@@ -118,7 +119,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
     """Load, (upgrade,) refine, save to `output_dir` (atomically, with refine.json); the figures."""
     model = WorldModel.from_pretrained(cfg.checkpoint)
     if cfg.upgrade or cfg.pose_modes:
-        fields_ = {"head_kinematics": cfg.kinematics}
+        fields_ = {"head_kinematics": cfg.kinematics, "head_tracks_commands": cfg.tracks_commands}
         if cfg.pose_modes:
             fields_["head_pose_modes"] = cfg.pose_modes
         model = upgrade_head(model, **fields_)
