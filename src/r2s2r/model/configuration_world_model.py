@@ -75,7 +75,8 @@ class WorldModelConfig:
     head_tracks_commands: bool = False  # with carried proprio and actions that are joint targets (as
     # state_dim == action_dim): the next proprio is predicted as the chunk's last commanded target plus a
     # learnt change (position-controlled joints track their targets), not as the last proprio plus one.
-    # Off by default: it halves the one-frame grasp-point error, but ranked the zoo worse (benchmarks/head.py)
+    # Off by default: the last target alone lands half as far from the next grasp point as the kinematic
+    # head's own guess (0.6 vs 1.2 cm), but the head trained with it ranked the zoo worse (benchmarks/head.py)
     judge_width: int = 32  # success/reward judge: channels of its first conv layer
     state_loss_weight: float = 1.0  # weight of the state-dynamics head's loss in the total
     judge_loss_weight: float = 0.5  # weight of the judge's loss in the total
