@@ -137,6 +137,7 @@ def main() -> None:
     )
     models["kinematic head, own"] = refined(args, "own_kinematic", [args.data])
     models["kinematic, tracking head, own"] = refined(args, "own_tracking", [args.data], tracks=True)
+    models["kinematic head, own+act"] = refined(args, "own_act_kinematic", [args.data, *rollouts])
 
     results = {}
     for name, (checkpoint, figures) in models.items():
