@@ -4,7 +4,8 @@ The state head is the fast path of ranking (`r2s2r-rank --render=false`), search
 upgrades the committed small world model's head (`upgrade_head`: it reads the observed object pose and
 carries proprio and pose explicitly; the `pose head` rows without, the `kinematic head` rows with
 `head_kinematics`, which relates the cube to each gripper's grasp frame and can carry it rigidly with
-one) and refines it (`r2s2r-refine-head`, 3,000 steps) on
+one; `tracking` also predicts the next proprio from the last joint target) and refines it
+(`r2s2r-refine-head`, 3,000 steps) on
 
   - `own`: the world model's own training recordings (scripted demonstrators at mixed skill), and
   - `own, 2 pose modes`: the same, with a pose head that predicts two alternative object-pose changes
