@@ -76,6 +76,7 @@ class StateDynamicsHead(nn.Module):
         # With `head_pose_modes` K > 1, the object pose's change is one of K predicted changes (e.g. carried
         # along by the gripper, or left behind), picked per imagined episode by the predicted odds.
         self.modes = cfg.head_pose_modes if C and cfg.env_state_dim else 1
+        self.free_modes = self.modes  # the first modes; a kinematic head's carried ones follow
         # With `head_kinematics`, the object is also related to each gripper's grasp point: its position in
         # every gripper's frame is an input, and one more mode per gripper moves it rigidly with that gripper.
         self.kinematic = bool(cfg.head_kinematics and C and cfg.env_state_dim >= 3)
@@ -223,13 +224,12 @@ class StateDynamicsHead(nn.Module):
             return z, state, None, None
         base = latent[..., None, L + S :].expand(*latent.shape[:-1], K, E)
         if self.kinematic:
-            G = self.fk.num_grippers
             rel = self._grasp(latent)[3]  # (B,M,G,3)
             point, rot = self.fk(state * self.joint_std + self.joint_mean)  # after this frame's motion
             carried = point + (rot @ rel[..., None])[..., 0]  # (B,M,G,3) metres
             carried = (carried - self.pose_mean[:3]) / self.pose_std[:3]
-            rest = base[..., K - G :, 3:]
-            base = torch.cat([base[..., : K - G, :], torch.cat([carried, rest], dim=-1)], dim=-2)
+            F_ = self.free_modes
+            base = torch.cat([base[..., :F_, :], torch.cat([carried, base[..., F_:, 3:]], dim=-1)], dim=-2)
         poses = base + change[..., L + S : L + S + K * E].unflatten(-1, (K, E))
         logits = change[..., L + S + K * E :] if K > 1 else None
         return z, state, poses, logits
@@ -278,7 +278,7 @@ class StateDynamicsHead(nn.Module):
             return nxt, pose_error(self._pose(nxt), env[:, None])
         z, state, poses, logits = self._step_parts(latent, chunk)
         err = pose_error(poses, env[:, None, None])  # (B,M,K)
-        free = self.modes - (self.fk.num_grippers if self.kinematic else 0)  # carried modes: only as winners
+        free = self.free_modes  # carried modes learn only as winners
         # A carried mode wins only where it beats the free ones by more than CARRY_MARGIN of position: where
         # nothing moves every mode is right, and "carried by a gripper" must not be learnt from such ties.
         handicap = torch.zeros(self.modes, device=err.device)
