@@ -13,12 +13,20 @@ one; `tracking` also predicts the next proprio from the last joint target) and r
   - `own+act`: those plus rollouts of four ACT checkpoints of the zoo's training run that are NOT in the
     ranked zoo (steps 500, 4000, 5000, 6500; `--rollouts` episodes each, new seeds): what a team has from
     earlier hardware evaluations of the same policy family;
+  - `own+near-misses`: the own recordings plus `--near_misses` episodes of the `fumbling` demonstrator,
+    which aims centimetres off and closes on air (the weak ACT checkpoints' failure; no policy of the zoo);
+  - `still mode`: the kinematic head with one more pose mode, "the cube stays exactly where it is"
+    (`head_still_mode`), on `own+near-misses`; `mode grippers`: each pose mode also predicts its own
+    gripper openings (`head_mode_grippers`), so "shut on air, cube still" and "stopped at the cube's width,
+    carried" are whole outcomes;
 
 then, for the committed model, the head refined by `benchmarks/rl.py` (old head, `--head_steps`) and the
-two new heads:
+new heads:
   1. open loop on the 32 held-out recordings: object error at 1/3/6 s, outcome agreement;
   2. `r2s2r-rank` on the state-head path against the hardware logs of `benchmarks/rank.py` (which must have
-     been run: its logs are reused, never trained on), the same statistics as the ranking benchmark.
+     been run: its logs are reused, never trained on), the same statistics as the ranking benchmark;
+  3. the hardware logs replayed open loop (`--replay` episodes per checkpoint): does the head, given the
+     logged actions, predict the logged outcome? (outcome agreement per family, scripted and ACT).
 
 Usage:
     python benchmarks/head.py          # about 35 minutes on 2 CPU cores (recording 64 episodes: 13)
@@ -76,14 +84,58 @@ def record_rollouts(args) -> list[str]:
     return roots
 
 
+def record_near_misses(args) -> str:
+    """Scripted episodes that aim centimetres off (skill `fumbling`): grippers closing on air beside, above or
+    short of the cube, the near-misses the world model's own recordings hold few of."""
+    root = Path(args.root) / "near_misses"
+    cfg = RecordConfig(
+        root=str(root), num_episodes=args.near_misses, distribution="mixed", seed=777, workers=2,
+        world=WorldConfig(num_envs=4), policy=PolicyConfig(kwargs={"skill": "fumbling"}),
+    )  # fmt: skip
+    summary = record(cfg)
+    print(f"near-misses (fumbling): {summary.successes}/{summary.num_episodes} succeeded", flush=True)
+    return str(root)
+
+
+def replayed(args, name: str, checkpoint: str) -> dict:
+    """Open loop on the hardware logs themselves: each logged episode's actions replayed by the head from its
+    first frame (`--replay` episodes per checkpoint); does it predict the outcome the log shows? This
+    separates the head's physics (does a gripper closing 6 cm from the cube carry it?) from the policy's
+    reaction to imagined observations in closed loop."""
+    out = Path(args.root) / "head" / "replay" / f"{name}.json"
+    if out.is_file():
+        return json.loads(out.read_text())
+    model = WorldModel.from_pretrained(checkpoint).eval()
+    result = {}
+    for policy in sorted(p.name for p in (Path(args.rank_dir) / "logs").iterdir() if p.is_dir()):
+        episodes = read_episodes(str(Path(args.rank_dir) / "logs" / policy), model, args.replay)
+        result[policy] = head_openloop(model, episodes)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    return result
+
+
+def family_agreement(replay: dict, act: bool) -> float:
+    rows = [r for policy, r in replay.items() if policy.startswith("act") == act]
+    return sum(r["outcome_agreement"] * r["episodes"] for r in rows) / sum(r["episodes"] for r in rows)
+
+
 def refined(
-    args, name: str, data: list[str], pose_modes: int = 0, kinematics: bool = True, tracks: bool = False
+    args,
+    name: str,
+    data: list[str],
+    pose_modes: int = 0,
+    kinematics: bool = True,
+    tracks: bool = False,
+    still: bool = False,
+    grips: bool = False,
 ) -> tuple[str, dict]:
     out = Path(args.root) / "head" / name
     if not (out / "refine.json").is_file():
         cfg = RefineConfig(
             checkpoint=args.checkpoint, data=data, heldout=args.heldout, output_dir=str(out),
-            pose_modes=pose_modes, kinematics=kinematics, tracks_commands=tracks,
+            pose_modes=pose_modes, kinematics=kinematics, tracks_commands=tracks, still_mode=still,
+            mode_grippers=grips,
             head=HeadConfig(steps=args.steps),
         )  # fmt: skip
         refine_checkpoint(cfg)
@@ -118,6 +170,8 @@ def main() -> None:
     parser.add_argument("--act_dir", default="outputs/bench/zoo/act")
     parser.add_argument("--rank_dir", default="outputs/bench/rank", help="benchmarks/rank.py's output")
     parser.add_argument("--rollouts", type=int, default=16, help="episodes per unranked ACT checkpoint")
+    parser.add_argument("--near_misses", type=int, default=96, help="episodes of the fumbling demonstrator")
+    parser.add_argument("--replay", type=int, default=20, help="logged episodes per checkpoint to replay")
     parser.add_argument("--steps", type=int, default=3000, help="refinement steps")
     parser.add_argument("--samples", type=int, default=4, help="imagined episodes per logged start")
     parser.add_argument("--root", default="outputs/bench")
@@ -127,6 +181,7 @@ def main() -> None:
 
     start = time.perf_counter()
     rollouts = record_rollouts(args)
+    near_misses = record_near_misses(args)
     record_s = time.perf_counter() - start
     models = {"committed": (args.checkpoint, None)}
     if (Path(args.old_refined) / "model.safetensors").is_file():
@@ -139,9 +194,15 @@ def main() -> None:
     models["kinematic head, own"] = refined(args, "own_kinematic", [args.data])
     models["kinematic, tracking head, own"] = refined(args, "own_tracking", [args.data], tracks=True)
     models["kinematic head, own+act"] = refined(args, "own_act_kinematic", [args.data, *rollouts])
+    own_near = [args.data, near_misses]
+    models["kinematic + still mode, own+near-misses"] = refined(args, "own_near_still", own_near, still=True)
+    models["kinematic + still + mode grippers, own+near-misses"] = refined(
+        args, "own_near_still_grips", own_near, still=True, grips=True
+    )
 
     results = {}
     for name, (checkpoint, figures) in models.items():
+        key = name.replace(", ", "_").replace(" ", "_").replace("+", "_")
         if figures is None:  # a model this script did not refine: measure it the same way
             model = WorldModel.from_pretrained(checkpoint)
             figures = {"after": head_openloop(model, read_episodes(args.heldout, model))}
@@ -150,7 +211,8 @@ def main() -> None:
             "openloop": figures["after"],
             "openloop_cameras_only": figures.get("after_cameras_only"),
             "refine_seconds": figures.get("refine_seconds"),
-            "rank": ranked(args, name.replace(", ", "_").replace(" ", "_").replace("+", "_"), checkpoint),
+            "rank": ranked(args, key, checkpoint),
+            "replay": replayed(args, key, checkpoint),
         }
 
     rows = []
@@ -163,11 +225,12 @@ def main() -> None:
               for s in ("all", "id", "ood")),
             f"{100 * m['all']['pairwise_accuracy']['all']['value']:.0f}",
             f"{m['all']['calibration']['mae_points']:.0f}",
+            *(f"{100 * family_agreement(r['replay'], act):.0f}" for act in (False, True)),
         ])  # fmt: skip
     print_table(
         "state head: open loop on held-out recordings, and ranking the zoo on the state-head path",
         ["head", "object error 1/3/6 s (cm)", "agreement %", "Spearman all", "ID", "OOD", "pairwise %",
-         "MAE pts"],
+         "MAE pts", "replay agr. scripted %", "ACT %"],
         rows,
     )  # fmt: skip
     names = list(results)

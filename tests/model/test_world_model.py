@@ -235,7 +235,7 @@ def test_kinematic_head_carries_the_cube_rigidly_with_the_gripper(clips):
     from r2s2r.robots.checker import PhysicsChecker
     from r2s2r.robots.spec import robot_spec
 
-    model = _model(clips, head_tracks_commands=False)  # kinematics on: one free pose mode + one per gripper
+    model = _model(clips, head_still_mode=False)  # kinematics on: one free pose mode + one per gripper
     head, cfg = model.state_head, model.config
     assert head.kinematic and head.modes == 3
     checker = PhysicsChecker(robot_spec("aloha"))
@@ -282,3 +282,75 @@ def test_kinematic_head_carries_the_cube_rigidly_with_the_gripper(clips):
             # still arms, still cube: every mode is right within 1 mm, and "free" must win the tie
             target = truth + ([5e-4, 0, 0] if winner == "free" else 0)
             np.testing.assert_allclose(got, target, atol=1e-4)
+
+
+def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):
+    """The still pose mode returns the object pose unchanged whatever the dynamics predict, and training
+    teaches its odds exactly where the object did not move; a pushed object teaches the free mode's. Modes:
+    free, still, carried by left, carried by right."""
+    L = WorldModelConfig.tiny().latent_dim
+
+    def setup():
+        model = _model(clips, head_still_mode=True)
+        head, cfg = model.state_head, model.config
+        S, E = cfg.state_dim, cfg.env_state_dim
+        pose = model.norm("env", torch.tensor([0.05, 0.5, 0.02, 1.0, 0.0, 0.0, 0.0]))
+        state = model.norm("state", torch.tensor([0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.9] * 2))
+        latent = torch.cat([torch.zeros(1, L), state[None], pose[None]], -1)
+        push = torch.zeros(E)
+        push[0] = 0.005 / float(model.env_std[0])  # every moving mode predicts a 5 mm push along x
+        with torch.no_grad():
+            head.dynamics.b2[:, L + S : L + S + 4 * E] = push.repeat(4)
+        return head, latent, torch.zeros(1, cfg.chunk_dim), pose, push
+
+    head, latent, chunk, pose, push = setup()
+    assert head.still and head.kinematic and head.modes == 4 and head.free_modes == 1
+    with torch.no_grad():
+        picked = {}
+        for name, draw in (("free", 0.1), ("still", 0.3)):  # untrained odds are even: quarters
+            nxt = head.step(latent, chunk, draw=torch.tensor([draw]))
+            picked[name] = head.decode(nxt)["env_state"][0, 0]
+    torch.testing.assert_close(picked["still"], pose, rtol=0, atol=0)
+    torch.testing.assert_close(picked["free"], pose + push)
+
+    def odds(head):
+        with torch.no_grad():
+            return head._step_parts(latent[:, None].expand(-1, head.cfg.ensemble, -1), chunk)[3].softmax(-1)
+
+    for truth, winner in ((pose, 1), (pose + push, 0)):  # nothing moved: still; pushed: free
+        head, latent, chunk, _, _ = setup()
+        before = odds(head)
+        nxt, loss = head.step_supervised(latent, chunk, truth[None])
+        with torch.no_grad():  # the winner continues the unroll: exactly the truth
+            torch.testing.assert_close(head.decode(nxt)["env_state"][0], truth.expand(head.cfg.ensemble, -1))
+        loss.mean().backward()
+        torch.optim.SGD(head.dynamics.parameters(), lr=0.1).step()
+        gain = odds(head) - before  # (1,M,K)
+        assert (gain[..., winner] > 0).all() and (gain.argmax(-1) == winner).all()
+
+
+def test_each_pose_mode_carries_its_own_gripper_openings(clips):
+    """With head_mode_grippers, a mode is an outcome: its object pose and its gripper openings together.
+    Drawing a mode gives its openings, and training picks the mode whose openings match, even where every
+    mode has the pose right (a gripper closing on air beside a cube that does not move)."""
+    model = _model(clips, head_still_mode=True, head_mode_grippers=True)
+    head, cfg = model.state_head, model.config
+    assert head.mode_grippers and head.modes == 4 and head.gripper_index.tolist() == [6, 13]
+    L, S, E, K = cfg.latent_dim, cfg.state_dim, cfg.env_state_dim, head.modes
+    pose = model.norm("env", torch.tensor([0.05, 0.5, 0.02, 1.0, 0.0, 0.0, 0.0]))
+    state = model.norm("state", torch.tensor([0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.9] * 2))
+    latent = torch.cat([torch.zeros(1, L), state[None], pose[None]], -1)
+    chunk = torch.zeros(1, cfg.chunk_dim)
+    with torch.no_grad():  # no pose moves; the still mode (1) shuts the right gripper by 0.5 (normalized)
+        own = torch.zeros(K - 1, 2)
+        own[0, 1] = -0.5
+        head.dynamics.b2[:, L + S + K * E : L + S + K * E + (K - 1) * 2] = own.flatten()
+        shut = state.clone()
+        shut[13] -= 0.5
+        for draw, expected in ((0.1, state), (0.3, shut)):  # untrained odds are even: quarters
+            nxt = head.step(latent, chunk, draw=torch.tensor([draw]))
+            torch.testing.assert_close(head.decode(nxt)["state"][0], expected.expand(cfg.ensemble, -1))
+        for truth in (state, shut):  # the pose is right in every mode; the openings decide
+            nxt, _ = head.step_supervised(latent, chunk, pose[None], truth[None])
+            torch.testing.assert_close(head.decode(nxt)["state"][0], truth.expand(cfg.ensemble, -1))
+            torch.testing.assert_close(head.decode(nxt)["env_state"][0], pose.expand(cfg.ensemble, -1))

@@ -19,7 +19,7 @@ from pathlib import Path
 # were trained as: a config.json that lacks one loads with this value, not the current default.
 PRE_FIELD_DEFAULTS = {
     "head_reads_objects": False, "head_carries_state": False, "head_kinematics": False,
-    "head_tracks_commands": False,
+    "head_tracks_commands": False, "head_still_mode": False, "head_mode_grippers": False,
 }  # fmt: skip
 
 
@@ -72,6 +72,13 @@ class WorldModelConfig:
     # in every gripper's frame, and besides its free pose changes it predicts "carried rigidly by gripper g"
     # (one more pose mode per gripper, picked by the predicted odds), so a held cube moves with the fingers
     # instead of lagging behind them
+    head_still_mode: bool = False  # with a carried pose: one more pose mode, "the object stays exactly where
+    # it is" (no learnt change), picked by the predicted odds like the others: a cube nobody touches does not
+    # jitter (the free change drifted it ~1 cm per imagined frame), so where the fingers close decides
+    head_mode_grippers: bool = False  # with several pose modes: each mode also predicts the gripper
+    # openings, so an outcome is one coherent thing: a gripper closing on the cube stops at its width and
+    # carries it, one closing on air shuts and the cube stays (one shared opening averaged the two: closed on
+    # air, the imagined fingers still stopped at half width, and the head read that as a grasp)
     head_tracks_commands: bool = False  # with carried proprio and actions that are joint targets (as
     # state_dim == action_dim): the next proprio is predicted as the chunk's last commanded target plus a
     # learnt change (position-controlled joints track their targets), not as the last proprio plus one.

@@ -76,7 +76,10 @@ class StateDynamicsHead(nn.Module):
         # With `head_pose_modes` K > 1, the object pose's change is one of K predicted changes (e.g. carried
         # along by the gripper, or left behind), picked per imagined episode by the predicted odds.
         self.modes = cfg.head_pose_modes if C and cfg.env_state_dim else 1
-        self.free_modes = self.modes  # the first modes; a kinematic head's carried ones follow
+        self.free_modes = self.modes  # the first modes; the still one and the carried ones follow
+        # With `head_still_mode`, the next mode keeps the object exactly where it is (its change is not used).
+        self.still = bool(cfg.head_still_mode and C and cfg.env_state_dim)
+        self.modes += self.still
         # With `head_kinematics`, the object is also related to each gripper's grasp point: its position in
         # every gripper's frame is an input, and one more mode per gripper moves it rigidly with that gripper.
         self.kinematic = bool(cfg.head_kinematics and C and cfg.env_state_dim >= 3)
@@ -89,6 +92,10 @@ class StateDynamicsHead(nn.Module):
             self._memo = None  # the last latent _grasp read, and what it found
             self.modes += self.fk.num_grippers
             relations = 4 * self.fk.num_grippers
+        if self.still:  # 1 for the modes whose predicted change moves the object, 0 for the still one
+            moves = torch.ones(self.modes, 1)
+            moves[self.free_modes] = 0.0
+            self.register_buffer("mode_moves", moves, persistent=False)
         # With `head_tracks_commands` the next proprio starts from the chunk's last joint target.
         self.tracks = bool(cfg.head_tracks_commands and C and cfg.state_dim == cfg.action_dim)
         # Normalization, to read joints in radians, the pose in metres, commands as proprio (set_scales).
@@ -98,7 +105,15 @@ class StateDynamicsHead(nn.Module):
         for name, dim in scales.items():
             self.register_buffer(f"{name}_mean", torch.zeros(dim))
             self.register_buffer(f"{name}_std", torch.ones(dim))
-        extra = (self.modes - 1) * cfg.env_state_dim + (self.modes if self.modes > 1 else 0)
+        # With `head_mode_grippers` each mode after the first also predicts its own gripper openings.
+        self.mode_grippers = bool(cfg.head_mode_grippers and self.modes > 1)
+        if self.mode_grippers:
+            from r2s2r.robots.spec import robot_spec
+
+            grippers = robot_spec(cfg.robot).gripper_indices
+            self.register_buffer("gripper_index", torch.tensor(grippers), persistent=False)
+        G_ = len(grippers) if self.mode_grippers else 0
+        extra = (self.modes - 1) * (cfg.env_state_dim + G_) + (self.modes if self.modes > 1 else 0)
         self.dynamics = EnsembleMLP(cfg.ensemble, L + C + H + relations, H, L + C + extra)
         with torch.no_grad():  # an untrained head predicts "nothing moves" for the carried state
             self.dynamics.w2[..., L:].zero_()
@@ -201,10 +216,12 @@ class StateDynamicsHead(nn.Module):
 
     def _step_parts(self, latent: torch.Tensor, chunk: torch.Tensor):
         """latent (B,M,·) -> next z (B,M,L), next carried state without the pose (B,M,S), candidate next
-        poses (B,M,K,E) and their logits (B,M,K) (None for one mode); carried parts None without them.
+        poses (B,M,K,E), their logits (B,M,K) (None for one mode) and, with `head_mode_grippers`, each
+        mode's gripper openings (B,M,K,n) (else None); carried parts None without them.
 
         A kinematic head's last G candidates start from the object moved rigidly with gripper g (its position
-        in g's frame kept; orientation as the free modes'), the others from where it is."""
+        in g's frame kept; orientation as the free modes'), the others from where it is; the still mode (after
+        the free ones) is where it is, unchanged."""
         action = F.silu(self.chunk_in[self.cfg.robot](chunk))[:, None].expand(
             -1, latent.shape[1], -1
         )  # (B,M,H)
@@ -213,26 +230,38 @@ class StateDynamicsHead(nn.Module):
         L, S, E, K = self.cfg.latent_dim, self.cfg.state_dim, self.cfg.env_state_dim, self.modes
         z = self.latent_norm(latent[..., :L] + change[..., :L])
         if not self.carried:
-            return z, None, None, None
+            return z, None, None, None, None
         state = latent[..., L : L + S]
         if self.tracks:  # position-controlled joints end the frame near their last target
             last = chunk.unflatten(-1, (self.cfg.frame_stride, -1))[:, -1]
             target = last * self.command_std + self.command_mean
             state = ((target - self.joint_mean) / self.joint_std)[:, None].expand_as(state)
-        state = state + change[..., L : L + S]
+        before, state = state, state + change[..., L : L + S]
         if not E:
-            return z, state, None, None
+            return z, state, None, None, None
         base = latent[..., None, L + S :].expand(*latent.shape[:-1], K, E)
         if self.kinematic:
             rel = self._grasp(latent)[3]  # (B,M,G,3)
             point, rot = self.fk(state * self.joint_std + self.joint_mean)  # after this frame's motion
             carried = point + (rot @ rel[..., None])[..., 0]  # (B,M,G,3) metres
             carried = (carried - self.pose_mean[:3]) / self.pose_std[:3]
-            F_ = self.free_modes
+            F_ = self.modes - carried.shape[-2]  # the carried modes are the last G
             base = torch.cat([base[..., :F_, :], torch.cat([carried, base[..., F_:, 3:]], dim=-1)], dim=-2)
-        poses = base + change[..., L + S : L + S + K * E].unflatten(-1, (K, E))
-        logits = change[..., L + S + K * E :] if K > 1 else None
-        return z, state, poses, logits
+        moved = change[..., L + S : L + S + K * E].unflatten(-1, (K, E))
+        poses = base + (moved * self.mode_moves if self.still else moved)
+        logits = change[..., -K:] if K > 1 else None
+        grips = None
+        if self.mode_grippers:  # mode 0 keeps the shared prediction; the others open or shut on their own
+            own = change[..., L + S + K * E : -K].unflatten(-1, (K - 1, -1))  # (B,M,K-1,n)
+            shared, start = state[..., self.gripper_index], before[..., self.gripper_index]  # (B,M,n)
+            grips = torch.cat([shared[..., None, :], start[..., None, :] + own], dim=-2)
+        return z, state, poses, logits, grips
+
+    def _with_grips(self, state: torch.Tensor, grips: torch.Tensor | None, pick: torch.Tensor):
+        """The state (B,M,S) with the picked mode's gripper openings (grips (B,M,K,n), pick (B,M))."""
+        if grips is None:
+            return state
+        return state.index_copy(-1, self.gripper_index, _take(grips, pick))
 
     def step(
         self, latent: torch.Tensor, chunk: torch.Tensor, draw: torch.Tensor | None = None
@@ -244,7 +273,7 @@ class StateDynamicsHead(nn.Module):
         hold); without it, the likeliest mode."""
         if latent.dim() == 2:
             latent = latent[:, None].expand(-1, self.cfg.ensemble, -1)  # (B,M,L)
-        z, state, poses, logits = self._step_parts(latent, chunk)
+        z, state, poses, logits, grips = self._step_parts(latent, chunk)
         if state is None:
             return z
         if poses is None:
@@ -256,15 +285,21 @@ class StateDynamicsHead(nn.Module):
         else:
             cdf = logits.softmax(-1).cumsum(-1)  # (B,M,K)
             pick = (cdf <= draw.to(cdf)[:, None, None]).sum(-1).clamp_max(self.modes - 1)
-        return torch.cat([z, state, _take(poses, pick)], dim=-1)
+        return torch.cat([z, self._with_grips(state, grips, pick), _take(poses, pick)], dim=-1)
 
     CARRY_MARGIN = 0.001  # m: how much nearer the truth than the free modes a carried mode must be to win
     WTA_SPREAD = 0.05  # share of the pose loss spread over every mode (keeps losing modes trained)
 
     def step_supervised(
-        self, latent: torch.Tensor, chunk: torch.Tensor, env: torch.Tensor | None
+        self,
+        latent: torch.Tensor,
+        chunk: torch.Tensor,
+        env: torch.Tensor | None,
+        state: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Training: one step ahead (B,M,·) and the pose loss (B,M) against the true next pose env (B,E).
+        """Training: one step ahead (B,M,·) and the pose loss (B,M) against the true next pose env (B,E);
+        with `head_mode_grippers` and the true next normalized state (B,S), each mode is scored on its pose
+        and its gripper openings together (the loss then holds the winner's gripper error too).
 
         With several modes, the mode nearest the truth is scored and continues the unroll (winner takes
         all, `WTA_SPREAD` to the other free modes; a gripper's carried mode learns only where it won, as it
@@ -276,19 +311,23 @@ class StateDynamicsHead(nn.Module):
             if env is None:
                 return nxt, nxt.new_zeros(nxt.shape[:2])
             return nxt, pose_error(self._pose(nxt), env[:, None])
-        z, state, poses, logits = self._step_parts(latent, chunk)
+        truth_state = state
+        z, state, poses, logits, grips = self._step_parts(latent, chunk)
         err = pose_error(poses, env[:, None, None])  # (B,M,K)
+        if grips is not None and truth_state is not None:
+            err = err + (grips - truth_state[:, None, None, self.gripper_index]).pow(2).mean(-1)
         free = self.free_modes  # carried modes learn only as winners
         # A carried mode wins only where it beats the free ones by more than CARRY_MARGIN of position: where
         # nothing moves every mode is right, and "carried by a gripper" must not be learnt from such ties.
         handicap = torch.zeros(self.modes, device=err.device)
         if self.kinematic:
-            handicap[free:] = (self.CARRY_MARGIN / self.pose_std[:3]).pow(2).sum() / self.cfg.env_state_dim
+            margin = (self.CARRY_MARGIN / self.pose_std[:3]).pow(2).sum() / self.cfg.env_state_dim
+            handicap[free + self.still :] = margin
         best = (err + handicap).argmin(-1)  # (B,M)
         won = err.gather(-1, best[..., None])[..., 0]
         loss = (1 - self.WTA_SPREAD) * won + self.WTA_SPREAD * err[..., :free].mean(-1)
         loss = loss + F.cross_entropy(logits.flatten(0, 1), best.flatten(), reduction="none").view_as(won)
-        return torch.cat([z, state, _take(poses, best)], dim=-1), loss
+        return torch.cat([z, self._with_grips(state, grips, best), _take(poses, best)], dim=-1), loss
 
     def _pose(self, latent: torch.Tensor) -> torch.Tensor:
         """The normalized object pose (...,E) a latent holds (carried) or predicts."""

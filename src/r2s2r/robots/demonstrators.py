@@ -126,6 +126,9 @@ PRESETS: dict[str, dict] = {
     "rushed": dict(  # 60 % faster, closes early: bumps, drops and re-grasps
         speed=1.6, speed_jitter=0.15, close_timing=-0.08, close_timing_noise=0.06, joint_noise=0.008,
     ),
+    "fumbling": dict(  # aims centimetres off: closes on air beside, above or short of the cube, nudges it
+        grasp_noise=0.025, close_timing_noise=0.1, joint_noise=0.01, max_retries=1,
+    ),
 }
 # fmt: on
 # skill="mix": the preset of each episode is drawn with these weights, for world-model training data.

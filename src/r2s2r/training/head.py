@@ -69,6 +69,8 @@ class RefineConfig:
     pose_modes: int = 0  # free object-pose modes of the refined head (head_pose_modes); 0: the checkpoint's
     kinematics: bool = True  # relate the object to the grippers (head_kinematics); False: a pose-only head
     tracks_commands: bool = False  # next proprio from the last joint target (head_tracks_commands)
+    still_mode: bool = True  # a pose mode that keeps the object exactly where it is (head_still_mode)
+    mode_grippers: bool = True  # each pose mode predicts its own gripper openings (head_mode_grippers)
     max_episodes: int = 0  # episodes per dataset to read (0: all)
     head: HeadConfig = field(default_factory=HeadConfig)
 
@@ -119,7 +121,12 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
     """Load, (upgrade,) refine, save to `output_dir` (atomically, with refine.json); the figures."""
     model = WorldModel.from_pretrained(cfg.checkpoint)
     if cfg.upgrade or cfg.pose_modes:
-        fields_ = {"head_kinematics": cfg.kinematics, "head_tracks_commands": cfg.tracks_commands}
+        fields_ = {
+            "head_kinematics": cfg.kinematics,
+            "head_tracks_commands": cfg.tracks_commands,
+            "head_still_mode": cfg.still_mode,
+            "head_mode_grippers": cfg.mode_grippers,
+        }
         if cfg.pose_modes:
             fields_["head_pose_modes"] = cfg.pose_modes
         model = upgrade_head(model, **fields_)
@@ -207,7 +214,7 @@ def refine_head(model: WorldModel, episodes: list[dict[str, torch.Tensor]], cfg:
             t = idx[:, j]
             if j:
                 latent, pose_loss = head.step_supervised(
-                    latent, chunks[rows[:, 0], idx[:, j - 1]], envs[n, t] if has_env else None
+                    latent, chunks[rows[:, 0], idx[:, j - 1]], envs[n, t] if has_env else None, states[n, t]
                 )
             pred = head.decode(latent)  # (B,M,·)
             per = (pred["state"] - states[n, t][:, None]).pow(2).mean(-1)  # (B,M)
