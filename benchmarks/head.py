@@ -16,9 +16,9 @@ one; `tracking` also predicts the next proprio from the last joint target) and r
   - `own+near-misses`: the own recordings plus `--near_misses` episodes of the `fumbling` demonstrator,
     which aims centimetres off and closes on air (the weak ACT checkpoints' failure; no policy of the zoo);
   - `still mode`: the kinematic head with one more pose mode, "the cube stays exactly where it is"
-    (`head_still_mode`), on `own+near-misses`; `mode grippers`: each pose mode also predicts its own
-    gripper openings (`head_mode_grippers`), so "shut on air, cube still" and "stopped at the cube's width,
-    carried" are whole outcomes;
+    (`head_still_mode`), on `own+near-misses`; `mode grippers` (without the still mode): each pose mode
+    after the first also predicts its own gripper openings (`head_mode_grippers`), so "stopped at the
+    cube's width, carried" is one outcome;
 
 then, for the committed model, the head refined by `benchmarks/rl.py` (old head, `--head_steps`) and the
 new heads:
@@ -195,10 +195,9 @@ def main() -> None:
     models["kinematic, tracking head, own"] = refined(args, "own_tracking", [args.data], tracks=True)
     models["kinematic head, own+act"] = refined(args, "own_act_kinematic", [args.data, *rollouts])
     own_near = [args.data, near_misses]
-    models["kinematic + still mode, own+near-misses"] = refined(args, "own_near_still", own_near, still=True)
-    models["kinematic + still + mode grippers, own+near-misses"] = refined(
-        args, "own_near_still_grips", own_near, still=True, grips=True
-    )
+    near = "own+near-misses"
+    models[f"kinematic + still mode, {near}"] = refined(args, "own_near_still", own_near, still=True)
+    models[f"kinematic + mode grippers, {near}"] = refined(args, "own_near_grips", own_near, grips=True)
 
     results = {}
     for name, (checkpoint, figures) in models.items():

@@ -74,11 +74,11 @@ class WorldModelConfig:
     # instead of lagging behind them
     head_still_mode: bool = False  # with a carried pose: one more pose mode, "the object stays exactly where
     # it is" (no learnt change), picked by the predicted odds like the others: a cube nobody touches does not
-    # jitter (the free change drifted it ~1 cm per imagined frame), so where the fingers close decides
-    head_mode_grippers: bool = False  # with several pose modes: each mode also predicts the gripper
-    # openings, so an outcome is one coherent thing: a gripper closing on the cube stops at its width and
-    # carries it, one closing on air shuts and the cube stays (one shared opening averaged the two: closed on
-    # air, the imagined fingers still stopped at half width, and the head read that as a grasp)
+    # jitter (the free change drifted it ~1 cm per imagined frame). Off by default: it ranked the zoo worse
+    head_mode_grippers: bool = False  # with several pose modes: each mode after the first also predicts the
+    # gripper openings, so "stopped at the cube's width, carried" is one outcome where one shared opening
+    # averaged "held" and "shut on air" (closed on air, the imagined fingers stopped at half width, which the
+    # head read as a grasp). Off by default: it ranked the zoo worse (benchmarks/head.py)
     head_tracks_commands: bool = False  # with carried proprio and actions that are joint targets (as
     # state_dim == action_dim): the next proprio is predicted as the chunk's last commanded target plus a
     # learnt change (position-controlled joints track their targets), not as the last proprio plus one.

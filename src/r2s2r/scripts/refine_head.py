@@ -30,12 +30,12 @@ contact). The last target alone lands 0.6 cm from the next grasp point (the head
 but the head trained with it ranked the benchmark zoo worse, so it is off by default. Object poses are
 scored by a Huber loss, so a cube that fell off the table (metres) does not outweigh every centimetre.
 
---still_mode (on by default) adds one more pose mode: "the cube stays exactly where it is", with its
-odds. Training picks it wherever the cube did not move, so a cube nobody touches does not drift (the free
-change jittered it by about a centimetre per imagined frame) and a near-miss stays a miss.
---mode_grippers (on by default) makes each pose mode an outcome with its own gripper openings: "carried"
-with fingers stopped at the cube's width, "still" with fingers shut on air. One shared opening averaged the
-two, so a gripper closed on air was imagined half open, which the head read as a grasp.
+--still_mode adds one more pose mode: "the cube stays exactly where it is", with its odds. Training picks
+it wherever the cube did not move, so a cube nobody touches does not drift (the free change jittered it by
+about a centimetre per imagined frame). --mode_grippers makes each pose mode after the first an outcome
+with its own gripper openings ("carried", fingers stopped at the cube's width), where one shared opening
+averaged "held" and "shut on air". Both are off by default: neither ranked the benchmark zoo better
+(benchmarks/head.py).
 
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds, instead of one change that averages them; each imagined

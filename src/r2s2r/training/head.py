@@ -69,8 +69,8 @@ class RefineConfig:
     pose_modes: int = 0  # free object-pose modes of the refined head (head_pose_modes); 0: the checkpoint's
     kinematics: bool = True  # relate the object to the grippers (head_kinematics); False: a pose-only head
     tracks_commands: bool = False  # next proprio from the last joint target (head_tracks_commands)
-    still_mode: bool = True  # a pose mode that keeps the object exactly where it is (head_still_mode)
-    mode_grippers: bool = True  # each pose mode predicts its own gripper openings (head_mode_grippers)
+    still_mode: bool = False  # a pose mode that keeps the object exactly where it is (head_still_mode)
+    mode_grippers: bool = False  # each pose mode predicts its own gripper openings (head_mode_grippers)
     max_episodes: int = 0  # episodes per dataset to read (0: all)
     head: HeadConfig = field(default_factory=HeadConfig)
 
