@@ -110,9 +110,9 @@ class StateDynamicsHead(nn.Module):
         if self.mode_grippers:
             from r2s2r.robots.spec import robot_spec
 
-            grippers = robot_spec(cfg.robot).gripper_indices
-            self.register_buffer("gripper_index", torch.tensor(grippers), persistent=False)
-        G_ = len(grippers) if self.mode_grippers else 0
+            index = torch.tensor(robot_spec(cfg.robot).gripper_indices)
+            self.register_buffer("gripper_index", index, persistent=False)
+        G_ = self.gripper_index.numel() if self.mode_grippers else 0
         extra = (self.modes - 1) * (cfg.env_state_dim + G_) + (self.modes if self.modes > 1 else 0)
         self.dynamics = EnsembleMLP(cfg.ensemble, L + C + H + relations, H, L + C + extra)
         with torch.no_grad():  # an untrained head predicts "nothing moves" for the carried state
@@ -295,11 +295,11 @@ class StateDynamicsHead(nn.Module):
         latent: torch.Tensor,
         chunk: torch.Tensor,
         env: torch.Tensor | None,
-        state: torch.Tensor | None = None,
+        next_state: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Training: one step ahead (B,M,·) and the pose loss (B,M) against the true next pose env (B,E);
-        with `head_mode_grippers` and the true next normalized state (B,S), each mode is scored on its pose
-        and its gripper openings together (the loss then holds the winner's gripper error too).
+        with `head_mode_grippers` and the true next normalized state `next_state` (B,S), each mode is scored
+        on its pose and its gripper openings together (the loss then holds the winner's gripper error too).
 
         With several modes, the mode nearest the truth is scored and continues the unroll (winner takes
         all, `WTA_SPREAD` to the other free modes; a gripper's carried mode learns only where it won, as it
@@ -311,11 +311,10 @@ class StateDynamicsHead(nn.Module):
             if env is None:
                 return nxt, nxt.new_zeros(nxt.shape[:2])
             return nxt, pose_error(self._pose(nxt), env[:, None])
-        truth_state = state
         z, state, poses, logits, grips = self._step_parts(latent, chunk)
         err = pose_error(poses, env[:, None, None])  # (B,M,K)
-        if grips is not None and truth_state is not None:
-            err = err + (grips - truth_state[:, None, None, self.gripper_index]).pow(2).mean(-1)
+        if grips is not None and next_state is not None:
+            err = err + (grips - next_state[:, None, None, self.gripper_index]).pow(2).mean(-1)
         free = self.free_modes  # carried modes learn only as winners
         # A carried mode wins only where it beats the free ones by more than CARRY_MARGIN of position: where
         # nothing moves every mode is right, and "carried by a gripper" must not be learnt from such ties.
