@@ -49,12 +49,18 @@ def main() -> None:
     parser.add_argument("--bases", nargs="+", default=list(BASES), choices=list(BASES))
     parser.add_argument("--checkpoint", default="assets/world_model_small", help="world model directory")
     parser.add_argument("--horizon", type=int, default=2, help="model frames each candidate is imagined")
+    parser.add_argument(
+        "--deviation_weight", type=float, default=SearchConfig.deviation_weight,
+        help="trust-region charge per mean squared offset from the base plan, in noise stds",
+    )  # fmt: skip
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1, help="initial poses (seed 0 is the rank logs')")
-    parser.add_argument("--output_dir", default="outputs/bench/search_v2")
+    parser.add_argument("--output_dir", default="outputs/bench/search_v3")
     args = parser.parse_args()
 
-    search = SearchConfig(checkpoint=args.checkpoint, horizon=args.horizon)
+    search = SearchConfig(
+        checkpoint=args.checkpoint, horizon=args.horizon, deviation_weight=args.deviation_weight
+    )
     results, rows = {}, []
     for name in args.bases:
         path, kwargs = BASES[name]

@@ -66,7 +66,7 @@ class SearchConfig:
     uncertainty_weight: float = 20.0  # penalty per unit of ensemble disagreement (mean over the horizon)
     violation_weight: float = 2.0  # penalty per predicted physics violation (frames x types)
     pessimism: float = 2.0  # progress + success is the ensemble members' mean minus this many stds
-    deviation_weight: float = 10.0  # penalty per mean squared offset from the base plan, in noise stds
+    deviation_weight: float = 1.0  # penalty per mean squared offset from the base plan, in noise stds
     time_budget: float = 0.0  # s per decision; CEM stops when it is spent (0 = no limit, deterministic)
     seed: int = 0  # noise of decision d in episode batch e: (seed, e, d)
     device: str = "cpu"  # torch device of the world model
