@@ -12,7 +12,9 @@ killed run resumes where it stopped.
 
 Usage:
     python benchmarks/search.py                                  # 100 episodes per N and policy
-    python benchmarks/search.py --episodes 20 --candidates 1 16  # a quick look
+    python benchmarks/search.py --episodes 20 --candidates 1 16 --out /tmp/search.json  # a quick look
+    python benchmarks/search.py --bases sloppy --candidates 1 16 --seed 2 \
+        --output_dir outputs/bench/search_seed2 --out /tmp/search_seed2.json  # other episodes
 """
 
 from __future__ import annotations
@@ -56,6 +58,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1, help="initial poses (seed 0 is the rank logs')")
     parser.add_argument("--output_dir", default="outputs/bench/search_v3")
+    parser.add_argument(
+        "--out",
+        default=str(Path(__file__).parent / "results" / "search.json"),
+        help="where the results JSON goes",
+    )
     args = parser.parse_args()
 
     search = SearchConfig(
@@ -89,7 +96,7 @@ def main() -> None:
     header = ["base", "N", "success % [95 % CI]", "ID %", "OOD %", "vs N=1", "s/decision", "base kept %"]
     print_table(f"Reference-world success with search ({args.episodes} episodes per N)", header, rows)
     write_json(
-        Path(__file__).parent / "results" / "search.json",
+        Path(args.out),
         {"machine": machine_info(), "args": vars(args), "search": asdict(search), "results": results},
     )
 
