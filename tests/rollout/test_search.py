@@ -137,3 +137,20 @@ def test_video_recheck_and_time_budget(model, world):
         assert d.rounds == 1  # the budget was spent after the first round, whatever `iterations` says
         scores = d.extra["video_scores"]  # the 3 best by the state head, re-imagined with the video model
         assert scores.shape == (3, 2) and np.isfinite(scores).all()
+
+
+def test_the_trust_region_holds_the_search_to_the_base_plan(model, world):
+    """A prohibitive charge on straying keeps the base plan in every decision, so the base's actions are sent
+    unchanged; without the charge (and without pessimism) the same search departs from it."""
+
+    def run(weight):
+        cfg = SearchConfig(num_candidates=8, horizon=2, iterations=1, arm_noise=0.05, pessimism=0.0,
+                           deviation_weight=weight)  # fmt: skip
+        search = SearchPolicy(make_demonstrator(skill="noisy", seed=3), model, cfg)
+        return play(world, search), search
+
+    base = play(world, make_demonstrator(skill="noisy", seed=3))
+    held, search = run(1e6)
+    assert all(d.chose_base.all() for d in search.decisions) and torch.equal(held, base)
+    free, search = run(0.0)
+    assert not all(d.chose_base.all() for d in search.decisions) and not torch.equal(free, base)
