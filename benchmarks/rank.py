@@ -18,6 +18,7 @@ Every stage resumes: recordings and imagined evaluations continue where they sto
 Usage:
     python benchmarks/rank.py                               # 50 + 50 logged episodes per policy (hours)
     python benchmarks/rank.py --per_split 10 --samples 10   # the CPU-sized run
+    python benchmarks/rank.py --state_only --world_model DIR  # state-only logs, state-head path (minutes)
 """
 
 from __future__ import annotations
@@ -64,13 +65,15 @@ def zoo(act_dir: Path, act_steps: list[int]) -> dict[str, dict]:
     return out
 
 
-def record_logs(policies: dict, out: Path, per_split: int, workers: int) -> float:
-    """Each policy's 'hardware logs': per_split ID + per_split OOD rendered episodes, as a LeRobot dataset."""
+def record_logs(policies: dict, out: Path, per_split: int, workers: int, state_only: bool = False) -> float:
+    """Each policy's 'hardware logs': per_split ID + per_split OOD rendered episodes, as a LeRobot dataset
+    (without any camera when `state_only`)."""
     start = time.perf_counter()
+    world = WorldConfig(num_envs=10, cameras=()) if state_only else WorldConfig(num_envs=5)
     for i, (name, spec) in enumerate(policies.items()):
         cfg = RecordConfig(
             root=str(out / "logs" / name), num_episodes=2 * per_split, distribution="mixed", seed=3000 + i,
-            workers=workers, world=WorldConfig(num_envs=5),
+            workers=workers, world=world,
             policy=PolicyConfig(path=spec["path"], kwargs=spec["kwargs"]),
         )  # fmt: skip
         summary = record(cfg)
@@ -144,12 +147,22 @@ def main() -> None:
     parser.add_argument("--floor_per_split", type=int, default=50, help="episodes per split, second real run")
     parser.add_argument("--output_dir", default="outputs/bench/rank")
     parser.add_argument("--workers", type=int, default=2, help="recording processes and Ray workers")
+    parser.add_argument(
+        "--state_only", action="store_true",
+        help="logs without cameras (proprio, actions, cube pose), ranked on the state-head path only: "
+        "needs a world model whose head reads no cameras (r2s2r-refine-head --cameras=false)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--out", default=str(Path(__file__).parent / "results" / "rank.json"), help="where the JSON goes"
+    )
     args = parser.parse_args()
+    if args.state_only:
+        args.video_samples = 0  # no frames in the logs to start the video model from
     out = Path(args.output_dir)
     policies = zoo(Path(args.act_dir), [int(s) for s in args.act_steps.split(",")])
     out.mkdir(parents=True, exist_ok=True)
     (out / "zoo.json").write_text(json.dumps(policies, indent=1))
-    record_s = record_logs(policies, out, args.per_split, args.workers)
+    record_s = record_logs(policies, out, args.per_split, args.workers, args.state_only)
 
     start = time.perf_counter()
     floor_rates = second_run(policies, args.floor_per_split)
@@ -200,7 +213,7 @@ def main() -> None:
             ],
         }
     write_json(
-        Path(__file__).parent / "results" / "rank.json",
+        Path(args.out),
         {
             "machine": machine_info(),
             "settings": vars(args),

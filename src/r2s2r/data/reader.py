@@ -43,6 +43,8 @@ class ClipConfig:
     root: str = "outputs/datasets/transfer_cube"  # folder of a LeRobot v3 dataset
     repo_id: str = "local/dataset"  # LeRobot repo id (a label only: nothing is downloaded)
     cameras: tuple[str, ...] = ()  # camera names to read; empty = every camera of the dataset
+    read_images: bool = True  # False: proprio, actions and object state only; no video is decoded (and the
+    # dataset need not have the cameras: a state-only recording)
     context_frames: int = 2  # K frames the model conditions on
     future_frames: int = 0  # frames after them (0: 3 when training, as the state head unrolls them; else 1)
     frame_rate: int = 0  # frames per second, a divisor of the dataset's fps (0: the model's when training or
@@ -107,6 +109,8 @@ class ClipDataset(torch.utils.data.Dataset):
 
     # ------------------------------------------------------------------ setup
     def _select_cameras(self) -> list[str]:
+        if not self.cfg.read_images:
+            return []
         available = [k.removeprefix("observation.images.") for k in self.meta.video_keys]
         if self.meta.image_keys:
             raise ValueError(

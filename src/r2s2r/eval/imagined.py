@@ -265,7 +265,10 @@ def evaluate_imagined(
     mc = model.config
     datasets = []
     for root in cfg.starts:
-        clip = ClipConfig(root=root, cameras=mc.cameras, context_frames=1, future_frames=1)
+        images = cfg.render or mc.head_reads_cameras  # a camera-free head's fast path reads no video
+        clip = ClipConfig(
+            root=root, cameras=mc.cameras, context_frames=1, future_frames=1, read_images=images
+        )
         match_frame_rate(clip, mc.frame_stride)
         datasets.append(ClipDataset(clip))
     out = Path(cfg.output)

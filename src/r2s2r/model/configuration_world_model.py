@@ -84,6 +84,9 @@ class WorldModelConfig:
     # learnt change (position-controlled joints track their targets), not as the last proprio plus one.
     # Off by default: the last target alone lands half as far from the next grasp point as the kinematic
     # head's own guess (0.6 vs 1.2 cm), but the head trained with it ranked the zoo worse (benchmarks/head.py)
+    head_reads_cameras: bool = True  # the head's encoder reads the views through its conv trunk. False: a
+    # head over proprio and the observed object pose only (it needs observation.environment_state), which
+    # refines and evaluates on state-only recordings (no video rendered or decoded), 100x cheaper to record
     judge_width: int = 32  # success/reward judge: channels of its first conv layer
     state_loss_weight: float = 1.0  # weight of the state-dynamics head's loss in the total
     judge_loss_weight: float = 0.5  # weight of the judge's loss in the total
@@ -108,6 +111,11 @@ class WorldModelConfig:
             raise ValueError(f"mean_fraction={self.mean_fraction} must be in [0, 1].")
         if not 1 <= self.head_pose_modes <= 8:
             raise ValueError(f"head_pose_modes={self.head_pose_modes} must be in 1..8.")
+        if not self.head_reads_cameras and not (self.head_reads_objects and self.env_state_dim > 0):
+            raise ValueError(
+                "head_reads_cameras=False leaves the state head blind to the object: it needs "
+                "head_reads_objects=True and env_state_dim > 0 (an observed object pose)."
+            )
         if not 0.0 <= self.head_object_dropout < 1.0:
             raise ValueError(f"head_object_dropout={self.head_object_dropout} must be in [0, 1).")
 

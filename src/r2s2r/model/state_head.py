@@ -57,13 +57,14 @@ class StateDynamicsHead(nn.Module):
         super().__init__()
         self.cfg = cfg
         L, H = cfg.latent_dim, cfg.head_hidden
-        self.trunk = conv_trunk(cfg.judge_width)  # shared by all views
+        self.reads_cameras = cfg.head_reads_cameras
+        self.trunk = conv_trunk(cfg.judge_width) if self.reads_cameras else None  # shared by all views
         self.state_in = nn.ModuleDict({cfg.robot: nn.Linear(cfg.state_dim, H)})
         self.reads_objects = cfg.head_reads_objects and cfg.env_state_dim > 0
         if self.reads_objects:  # the object pose and a flag saying whether it was observed at all
             self.env_in = nn.Linear(cfg.env_state_dim + 1, H)
         self.encoder = nn.Sequential(
-            nn.Linear(cfg.num_views * 4 * cfg.judge_width + H * (1 + self.reads_objects), H),
+            nn.Linear(self.feature_width + H * (1 + self.reads_objects), H),
             nn.SiLU(),
             nn.Linear(H, L),
         )
@@ -124,22 +125,37 @@ class StateDynamicsHead(nn.Module):
         self.success_out = nn.Linear(L + C + relations, 1)
 
     @property
+    def feature_width(self) -> int:
+        """Width of the camera trunk's features of one observation (all views); 0 for a blind head."""
+        return self.cfg.num_views * 4 * self.cfg.judge_width if self.cfg.head_reads_cameras else 0
+
+    @property
     def latent_size(self) -> int:
         """Width of the latent `encode` returns and `step` rolls: latent_dim, plus the carried state."""
         return self.cfg.latent_dim + self.carried
 
     def encode(
         self,
-        images: torch.Tensor,
+        images: torch.Tensor | None,
         state: torch.Tensor,
         env: torch.Tensor | None = None,
         seen: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Latent (B,L) of one observation: images (B,V,3,H,W) in [-1,1], normalized state (B,S), and the
         normalized object pose (B,E) where it was observed (`seen` (B,) bool; all of it when omitted). A head
-        that does not read objects ignores `env`."""
-        B, V = images.shape[:2]
-        return self.encode_features(self.trunk(images.flatten(0, 1)).reshape(B, -1), state, env, seen)
+        that does not read objects ignores `env`; one without cameras ignores `images` (may be None)."""
+        return self.encode_features(self.features(images, state), state, env, seen)
+
+    def features(self, images: torch.Tensor | None, state: torch.Tensor) -> torch.Tensor:
+        """The camera trunk's features (B, V*4w) of images (B,V,3,H,W); (B,0) for a head without cameras."""
+        if self.trunk is None:
+            return state.new_zeros(state.shape[0], 0)
+        if images is None:
+            raise ValueError(
+                "this state head reads cameras (head_reads_cameras=True): the observation needs images."
+            )
+        B = images.shape[0]
+        return self.trunk(images.flatten(0, 1)).reshape(B, -1)
 
     def encode_features(
         self,
@@ -152,6 +168,11 @@ class StateDynamicsHead(nn.Module):
         parts = [features, F.silu(self.state_in[self.cfg.robot](state))]
         B, E = state.shape[0], self.cfg.env_state_dim
         if self.reads_objects:
+            if env is None and not self.reads_cameras:
+                raise ValueError(
+                    "this state head reads no cameras (head_reads_cameras=False): every observation it "
+                    "starts from needs observation.environment_state (the object pose)."
+                )
             if env is None:
                 env, seen = state.new_zeros(B, E), state.new_zeros(B, dtype=torch.bool)
             if env.shape != (B, E):
@@ -183,6 +204,8 @@ class StateDynamicsHead(nn.Module):
         """Training: which encodings see the object pose (B,) bool; `head_object_dropout` of them do not."""
         if not self.reads_objects:
             return None
+        if not self.reads_cameras:  # nothing else tells it where the object is: always shown
+            return torch.ones(batch_size, dtype=torch.bool, device=device)
         return (torch.rand(batch_size, generator=generator) >= self.cfg.head_object_dropout).to(device)
 
     def set_scales(self, source: nn.Module) -> None:

@@ -94,7 +94,8 @@ class WorldModelEnv:
     # ------------------------------------------------------------------ api
     @torch.no_grad()
     def reset(self, initial: dict[str, torch.Tensor], seed: int | None = None) -> dict[str, torch.Tensor]:
-        """Start imagined episodes from real observations: images (B,3,H,W) in [0,1], state (B,S)."""
+        """Start imagined episodes from real observations: images (B,3,H,W) in [0,1], state (B,S), object
+        pose (B,E) where known. Without `render`, a head without cameras needs no images (but the pose)."""
         state = initial["observation.state"].to(self.device, torch.float32)
         if state.shape != (self.num_envs, self.cfg.state_dim):
             raise ValueError(
@@ -103,10 +104,12 @@ class WorldModelEnv:
             )
         if seed is not None:
             self.generator.manual_seed(seed)
-        self.output_size = tuple(initial[self.cfg.camera_keys[0]].shape[-2:])
-        frame = self._model_frames(initial)  # (B,V,3,h,w)
         K = self.cfg.context_frames
-        self.context = frame[:, None].repeat(1, K, 1, 1, 1, 1)  # (B,K,V,3,h,w): the start, held still
+        frame = self.context = None  # a head without cameras, not rendering: no frames at all
+        if self.render or self.cfg.head_reads_cameras:
+            frame = self._model_frames(initial)  # (B,V,3,h,w)
+            self.output_size = tuple(initial[self.cfg.camera_keys[0]].shape[-2:])
+            self.context = frame[:, None].repeat(1, K, 1, 1, 1, 1)  # (B,K,V,3,h,w): the start, held still
         norm_state = self.model.norm("state", state)
         self.context_states = norm_state[:, None].repeat(1, K, 1)  # (B,K,S)
         hold = state[:, None].expand(-1, self.cfg.frame_stride, -1)  # holding still = targets at the state
@@ -184,7 +187,7 @@ class WorldModelEnv:
         if self.render:
             frame = self.sampler.sample(self.context, chunks, self.context_states, generator=self.generator)
             self.context = torch.cat([self.context[:, 1:], frame[:, None]], dim=1)
-        self._read(self.context[:, -1], decoded)
+        self._read(None if self.context is None else self.context[:, -1], decoded)
         self.context_states = torch.cat([self.context_states[:, 1:], norm_state[:, None]], dim=1)
         self.chunks = chunks
         self._check(chunk)
@@ -218,7 +221,7 @@ class WorldModelEnv:
         self.violations = torch.from_numpy(newest)
         self.violation_counts += self.violations.long()
 
-    def _read(self, frame: torch.Tensor, decoded: dict[str, torch.Tensor]) -> None:
+    def _read(self, frame: torch.Tensor | None, decoded: dict[str, torch.Tensor]) -> None:
         """Outcomes of the newest frame: the judge reads the pixels, the head its latent members (B,M,·)."""
         head_prob = decoded["success_logit"].sigmoid().mean(1)  # (B,) ensemble mean
         self.head = {

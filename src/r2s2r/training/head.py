@@ -71,6 +71,10 @@ class RefineConfig:
     tracks_commands: bool = False  # next proprio from the last joint target (head_tracks_commands)
     still_mode: bool = False  # a pose mode that keeps the object exactly where it is (head_still_mode)
     mode_grippers: bool = False  # each pose mode predicts its own gripper openings (head_mode_grippers)
+    cameras: bool = (
+        True  # the head reads the views (head_reads_cameras); False: proprio and object pose only,
+    )
+    # so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
     head: HeadConfig = field(default_factory=HeadConfig)
 
@@ -85,7 +89,10 @@ class RefineConfig:
 
 def read_episodes(root: str, model: WorldModel, max_episodes: int = 0) -> list[dict[str, torch.Tensor]]:
     """Every episode of the LeRobot dataset at `root`, all frames at the model's frame rate."""
-    clip = ClipConfig(root=root, cameras=tuple(model.config.cameras), future_frames=1)
+    clip = ClipConfig(
+        root=root, cameras=tuple(model.config.cameras), future_frames=1,
+        read_images=model.config.head_reads_cameras,
+    )  # fmt: skip
     match_frame_rate(clip, model.config.frame_stride)
     dataset = ClipDataset(clip)
     chosen = dataset.episodes[:max_episodes] if max_episodes else dataset.episodes
@@ -126,6 +133,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "head_tracks_commands": cfg.tracks_commands,
             "head_still_mode": cfg.still_mode,
             "head_mode_grippers": cfg.mode_grippers,
+            "head_reads_cameras": cfg.cameras,
         }
         if cfg.pose_modes:
             fields_["head_pose_modes"] = cfg.pose_modes
@@ -141,7 +149,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
     figures["final_loss"] = log[-1]["loss"]
     if heldout:
         figures["after"] = head_openloop(model, heldout)
-        if model.state_head.reads_objects:
+        if model.state_head.reads_objects and model.state_head.reads_cameras:
             figures["after_cameras_only"] = head_openloop(model, heldout, objects=False)
     out = Path(cfg.output_dir)
     model.save_pretrained(out)
@@ -151,7 +159,9 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
 
 @torch.no_grad()
 def _trunk_features(model: WorldModel, episode: dict[str, torch.Tensor]) -> torch.Tensor:
-    """(T, V*4w) camera-trunk features of every frame of one episode."""
+    """(T, V*4w) camera-trunk features of every frame of one episode; (T,0) for a head without cameras."""
+    if not model.config.head_reads_cameras:
+        return torch.zeros(len(episode["observation.state"]), 0)
     frames = model.frames({k: episode[k][None].float() for k in model.config.camera_keys})[0]  # (T,V,3,h,w)
     T, V = frames.shape[:2]
     return model.state_head.trunk(frames.flatten(0, 1)).reshape(T, -1)
