@@ -229,7 +229,8 @@ def test_committed_demo_checkpoint_still_loads():
 
 def test_kinematic_head_carries_the_cube_rigidly_with_the_gripper(clips):
     """A kinematic head's pose modes: free keeps the cube where it is; "carried by gripper g" moves it with
-    g's grasp frame, checked against MuJoCo's own kinematics of the robot's MJCF."""
+    g's grasp frame, checked against MuJoCo's own kinematics of the robot's MJCF; in training, with the
+    true next joints."""
     import mujoco
 
     from r2s2r.robots.checker import PhysicsChecker
@@ -282,6 +283,15 @@ def test_kinematic_head_carries_the_cube_rigidly_with_the_gripper(clips):
             # still arms, still cube: every mode is right within 1 mm, and "free" must win the tie
             target = truth + ([5e-4, 0, 0] if winner == "free" else 0)
             np.testing.assert_allclose(got, target, atol=1e-4)
+        # The head's own proprio is wrong (it predicts still arms) but the left arm did move and carry the
+        # cube: scored with the true next joints, "carried by left" is exact and wins; with the head's
+        # joints it would be the free mode's tie, and the free mode would learn a cube that stays behind.
+        head.dynamics.b2[:, L : L + S] = 0.0
+        goal = model.norm("env", torch.tensor([*expected, 1.0, 0.0, 0.0, 0.0], dtype=torch.float32))
+        nxt, _ = head.step_supervised(latent, chunk, goal[None], model.norm("state", moved)[None])
+        got = model.unnorm("env", head.decode(nxt)["env_state"][0, 0]).double().numpy()[:3]
+        np.testing.assert_allclose(got, expected, atol=1e-4)
+        np.testing.assert_allclose(model.unnorm("state", head.decode(nxt)["state"][0, 0]), home, atol=1e-5)
 
 
 def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):

@@ -171,7 +171,7 @@ def test_a_config_written_before_todays_head_loads_as_it_was_trained(tmp_path):
 
 def test_pose_modes_are_picked_by_the_episode_draw_and_trained_winner_takes_all():
     """Two pose modes with odds 0.3 / 0.7: a draw below 0.3 follows mode 0, above it mode 1, none the
-    likeliest; in training the mode nearest the truth continues and is scored."""
+    likeliest, every member the same mode; in training the mode nearest the truth continues and is scored."""
     torch.manual_seed(0)
     cfg = WorldModelConfig.tiny(head_pose_modes=2, head_kinematics=False)  # free modes only
     head = WorldModel(cfg).state_head
@@ -190,6 +190,16 @@ def test_pose_modes_are_picked_by_the_episode_draw_and_trained_winner_takes_all(
     torch.testing.assert_close(moved - env[:, None, 0], torch.tensor([[1.0], [1.0], [-1.0]]).expand(-1, M))
     likeliest = head.decode(head.step(latent, chunk))["env_state"][..., 0]
     torch.testing.assert_close(likeliest - env[:, None, 0], -torch.ones(3, M))
+    # Members that disagree on the odds still follow one mode per env, picked by their mean odds: member 0
+    # says 0.9 / 0.1, the others 0.3 / 0.7, so mode 0 has odds (0.9 + 0.3 (M-1)) / M.
+    with torch.no_grad():
+        head.dynamics.b2[0, L + S + 2 * E :] = torch.log(torch.tensor([0.9, 0.1]))
+    cut = (0.9 + 0.3 * (M - 1)) / M
+    draws = torch.tensor([0.2, cut - 0.02, cut + 0.02])  # member 0 alone would pick mode 0 in all three
+    moved = head.decode(head.step(latent, chunk, draws))["env_state"][..., 0]
+    torch.testing.assert_close(moved - env[:, None, 0], torch.tensor([[1.0], [1.0], [-1.0]]).expand(-1, M))
+    with torch.no_grad():
+        head.dynamics.b2[0, L + S + 2 * E :] = torch.log(torch.tensor([0.3, 0.7]))
     truth = env.clone()
     truth[:, 0] += 1.0  # mode 0 was right
     nxt, loss = head.step_supervised(latent, chunk, truth)

@@ -237,14 +237,15 @@ class StateDynamicsHead(nn.Module):
         near = torch.exp(-rel.pow(2).sum(-1, keepdim=True) / (2 * NEAR**2))
         return torch.cat([(rel / REL_SCALE).clamp(-4, 4), near], dim=-1).flatten(-2)
 
-    def _step_parts(self, latent: torch.Tensor, chunk: torch.Tensor):
+    def _step_parts(self, latent: torch.Tensor, chunk: torch.Tensor, carry_state: torch.Tensor | None = None):
         """latent (B,M,·) -> next z (B,M,L), next carried state without the pose (B,M,S), candidate next
         poses (B,M,K,E), their logits (B,M,K) (None for one mode) and, with `head_mode_grippers`, each
         mode's gripper openings (B,M,K,n) (else None); carried parts None without them.
 
         A kinematic head's last G candidates start from the object moved rigidly with gripper g (its position
         in g's frame kept; orientation as the free modes'), the others from where it is; the still mode (after
-        the free ones) is where it is, unchanged."""
+        the free ones) is where it is, unchanged. `carry_state` (B,S), normalized: the joints to carry it with
+        (training: the true next proprio; default: the head's own prediction)."""
         action = F.silu(self.chunk_in[self.cfg.robot](chunk))[:, None].expand(
             -1, latent.shape[1], -1
         )  # (B,M,H)
@@ -265,7 +266,8 @@ class StateDynamicsHead(nn.Module):
         base = latent[..., None, L + S :].expand(*latent.shape[:-1], K, E)
         if self.kinematic:
             rel = self._grasp(latent)[3]  # (B,M,G,3)
-            point, rot = self.fk(state * self.joint_std + self.joint_mean)  # after this frame's motion
+            joints = state if carry_state is None else carry_state[:, None].expand_as(state)
+            point, rot = self.fk(joints * self.joint_std + self.joint_mean)  # after this frame's motion
             carried = point + (rot @ rel[..., None])[..., 0]  # (B,M,G,3) metres
             carried = (carried - self.pose_mean[:3]) / self.pose_std[:3]
             F_ = self.modes - carried.shape[-2]  # the carried modes are the last G
@@ -303,11 +305,16 @@ class StateDynamicsHead(nn.Module):
             return torch.cat([z, state], dim=-1)
         if logits is None:
             return torch.cat([z, state, poses[:, :, 0]], dim=-1)  # carried state: old + change
+        # One mode for every member of an env: the members' mean odds pick it, so they differ only within
+        # the outcome. Members picking apart (some carry the cube, some leave it) average into a cube that
+        # half-follows the gripper, which neither outcome is.
+        odds = logits.softmax(-1).mean(1, keepdim=True)  # (B,1,K)
         if draw is None:
-            pick = logits.argmax(-1)
+            pick = odds.argmax(-1)
         else:
-            cdf = logits.softmax(-1).cumsum(-1)  # (B,M,K)
+            cdf = odds.cumsum(-1)
             pick = (cdf <= draw.to(cdf)[:, None, None]).sum(-1).clamp_max(self.modes - 1)
+        pick = pick.expand(-1, latent.shape[1])  # (B,M)
         return torch.cat([z, self._with_grips(state, grips, pick), _take(poses, pick)], dim=-1)
 
     CARRY_MARGIN = 0.001  # m: how much nearer the truth than the free modes a carried mode must be to win
@@ -334,7 +341,10 @@ class StateDynamicsHead(nn.Module):
             if env is None:
                 return nxt, nxt.new_zeros(nxt.shape[:2])
             return nxt, pose_error(self._pose(nxt), env[:, None])
-        z, state, poses, logits, grips = self._step_parts(latent, chunk)
+        # The carried candidates move with the TRUE next joints: whether a gripper carried the object is
+        # then judged by what the object did, not blurred by the head's own proprio error (~1 cm at the
+        # grasp point), which let the free mode win most carries and learn a cube that half-follows.
+        z, state, poses, logits, grips = self._step_parts(latent, chunk, next_state)
         err = pose_error(poses, env[:, None, None])  # (B,M,K)
         if grips is not None and next_state is not None:
             err = err + (grips - next_state[:, None, None, self.gripper_index]).pow(2).mean(-1)
