@@ -318,6 +318,8 @@ class StateDynamicsHead(nn.Module):
         return torch.cat([z, self._with_grips(state, grips, pick), _take(poses, pick)], dim=-1)
 
     CARRY_MARGIN = 0.001  # m: how much nearer the truth than the free modes a carried mode must be to win
+    CARRY_TOLERANCE = 0.005  # m: a carried mode this near the truth wins outright where the object moved ...
+    CARRY_MOVED = 0.005  # m: ... at least this far in the frame (it went with the gripper: a grasp held)
     WTA_SPREAD = 0.05  # share of the pose loss spread over every mode (keeps losing modes trained)
 
     def step_supervised(
@@ -356,6 +358,17 @@ class StateDynamicsHead(nn.Module):
             margin = (self.CARRY_MARGIN / self.pose_std[:3]).pow(2).sum() / self.cfg.env_state_dim
             handicap[free + self.still :] = margin
         best = (err + handicap).argmin(-1)  # (B,M)
+        if self.kinematic:
+            # An object that moved with a gripper (its carried candidate within CARRY_TOLERANCE) was carried,
+            # even where a free mode came nearer: a free mode that wins held lifts learns the average of held
+            # and slipped grasps, a cube that half-follows the fingers, and the odds never learn "held".
+            std, E = self.pose_std[:3], self.cfg.env_state_dim
+            off = ((poses[..., :3] - env[:, None, None, :3]) * std).norm(dim=-1)  # (B,M,K) metres
+            moved = ((env[:, None, :3] - latent[..., -E:][..., :3]) * std).norm(dim=-1)  # (B,M)
+            first = free + self.still
+            ok = (off[..., first:] < self.CARRY_TOLERANCE) & (moved[..., None] > self.CARRY_MOVED)
+            carried = first + err[..., first:].masked_fill(~ok, float("inf")).argmin(-1)
+            best = torch.where(ok.any(-1), carried, best)
         won = err.gather(-1, best[..., None])[..., 0]
         loss = (1 - self.WTA_SPREAD) * won + self.WTA_SPREAD * err[..., :free].mean(-1)
         loss = loss + F.cross_entropy(logits.flatten(0, 1), best.flatten(), reduction="none").view_as(won)
