@@ -306,6 +306,17 @@ def test_kinematic_head_carries_the_cube_rigidly_with_the_gripper(clips):
         nxt, _ = head.step_supervised(latent, chunk, goal[None])
         got = model.unnorm("env", head.decode(nxt)["env_state"][0, 0]).double().numpy()[:3]
         np.testing.assert_allclose(got, expected, atol=1e-4)
+        # From the recorded frames alone: the left gripper carried it (2 mm off rigid, moved centimetres);
+        # a cube that stayed put was carried by nobody, even between still grippers.
+        h, m, p0 = (
+            model.norm("state", home)[None],
+            model.norm("state", moved)[None],
+            model.norm("env", pose)[None],
+        )
+        assert head.carried_by(h, p0, m, goal[None]).tolist() == [[True, False]]
+        assert head.carried_by(h, p0, h, p0).tolist() == [[False, False]]
+        far = model.norm("env", torch.tensor([*(expected + [0.0, 0.0, 0.02]), 1.0, 0.0, 0.0, 0.0]))[None]
+        assert head.carried_by(h, p0, m, far).tolist() == [[False, False]]  # 2 cm off: slipped, not carried
 
 
 def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):

@@ -173,7 +173,8 @@ class WorldModel(nn.Module):
             loss = loss + F.mse_loss(head.camera_guess(latent), env[:, 0])
         for t in range(chunks.shape[1]):
             nxt = None if env is None else env[:, t + 1]
-            latent, pose_loss = head.step_supervised(latent, chunks[:, t], nxt, states[:, t + 1])
+            before = None if env is None else (states[:, t], env[:, t])  # the truth says what was carried
+            latent, pose_loss = head.step_supervised(latent, chunks[:, t], nxt, states[:, t + 1], before)
             pred = head.decode(latent)  # (B,M,·)
             M = latent.shape[1]
             loss = loss + F.mse_loss(pred["state"], states[:, t + 1, None].expand(-1, M, -1))

@@ -328,6 +328,7 @@ class StateDynamicsHead(nn.Module):
         chunk: torch.Tensor,
         env: torch.Tensor | None,
         next_state: torch.Tensor | None = None,
+        before: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Training: one step ahead (B,M,·) and the pose loss (B,M) against the true next pose env (B,E);
         with `head_mode_grippers` and the true next normalized state `next_state` (B,S), each mode is scored
@@ -335,7 +336,9 @@ class StateDynamicsHead(nn.Module):
 
         With several modes, the mode nearest the truth is scored and continues the unroll (winner takes
         all, `WTA_SPREAD` to the other free modes; a gripper's carried mode learns only where it won, as it
-        is metres off for a cube far from that gripper), and the odds learn which mode won."""
+        is metres off for a cube far from that gripper), and the odds learn which mode won. `before`, the
+        true normalized (state, pose) of the frame the step starts from, tells from the data alone which
+        gripper carried the object (`carried_by`); without it, the carried candidates' own error does."""
         if latent.dim() == 2:
             latent = latent[:, None].expand(-1, self.cfg.ensemble, -1)
         if env is None or self.modes == 1:
@@ -362,17 +365,36 @@ class StateDynamicsHead(nn.Module):
             # An object that moved with a gripper (its carried candidate within CARRY_TOLERANCE) was carried,
             # even where a free mode came nearer: a free mode that wins held lifts learns the average of held
             # and slipped grasps, a cube that half-follows the fingers, and the odds never learn "held".
-            std, E = self.pose_std[:3], self.cfg.env_state_dim
-            off = ((poses[..., :3] - env[:, None, None, :3]) * std).norm(dim=-1)  # (B,M,K) metres
-            moved = ((env[:, None, :3] - latent[..., -E:][..., :3]) * std).norm(dim=-1)  # (B,M)
             first = free + self.still
-            ok = (off[..., first:] < self.CARRY_TOLERANCE) & (moved[..., None] > self.CARRY_MOVED)
+            if before is not None and next_state is not None:
+                ok = self.carried_by(*before, next_state, env)[:, None].expand(-1, err.shape[1], -1)
+            else:
+                std, E = self.pose_std[:3], self.cfg.env_state_dim
+                off = ((poses[..., :3] - env[:, None, None, :3]) * std).norm(dim=-1)  # (B,M,K) metres
+                moved = ((env[:, None, :3] - latent[..., -E:][..., :3]) * std).norm(dim=-1)  # (B,M)
+                ok = (off[..., first:] < self.CARRY_TOLERANCE) & (moved[..., None] > self.CARRY_MOVED)
             carried = first + err[..., first:].masked_fill(~ok, float("inf")).argmin(-1)
             best = torch.where(ok.any(-1), carried, best)
         won = err.gather(-1, best[..., None])[..., 0]
         loss = (1 - self.WTA_SPREAD) * won + self.WTA_SPREAD * err[..., :free].mean(-1)
         loss = loss + F.cross_entropy(logits.flatten(0, 1), best.flatten(), reduction="none").view_as(won)
         return torch.cat([z, self._with_grips(state, grips, best), _take(poses, best)], dim=-1), loss
+
+    def carried_by(
+        self, state: torch.Tensor, env: torch.Tensor, next_state: torch.Tensor, next_env: torch.Tensor
+    ) -> torch.Tensor:
+        """(B,G) bool: which gripper carried the object from one recorded frame to the next (normalized
+        state (B,S) and pose (B,E) of both): it moved over CARRY_MOVED, and to within CARRY_TOLERANCE of
+        where the gripper's motion takes it rigidly."""
+        joints = lambda x: x * self.joint_std + self.joint_mean  # noqa: E731
+        position = lambda x: (x * self.pose_std + self.pose_mean)[..., :3]  # noqa: E731
+        point, rot = self.fk(joints(state))  # (B,G,3), (B,G,3,3)
+        rel = (rot.transpose(-1, -2) @ (position(env)[:, None] - point)[..., None])[..., 0]
+        point1, rot1 = self.fk(joints(next_state))
+        rigid = point1 + (rot1 @ rel[..., None])[..., 0]
+        after = position(next_env)[:, None]
+        moved = (after - position(env)[:, None]).norm(dim=-1)
+        return ((rigid - after).norm(dim=-1) < self.CARRY_TOLERANCE) & (moved > self.CARRY_MOVED)
 
     def _pose(self, latent: torch.Tensor) -> torch.Tensor:
         """The normalized object pose (...,E) a latent holds (carried) or predicts."""

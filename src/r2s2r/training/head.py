@@ -223,8 +223,13 @@ def refine_head(model: WorldModel, episodes: list[dict[str, torch.Tensor]], cfg:
         for j in range(window):
             t = idx[:, j]
             if j:
+                before = (states[n, idx[:, j - 1]], envs[n, idx[:, j - 1]]) if has_env else None
                 latent, pose_loss = head.step_supervised(
-                    latent, chunks[rows[:, 0], idx[:, j - 1]], envs[n, t] if has_env else None, states[n, t]
+                    latent,
+                    chunks[rows[:, 0], idx[:, j - 1]],
+                    envs[n, t] if has_env else None,
+                    states[n, t],
+                    before,
                 )
             pred = head.decode(latent)  # (B,M,·)
             per = (pred["state"] - states[n, t][:, None]).pow(2).mean(-1)  # (B,M)
