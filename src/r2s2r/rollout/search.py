@@ -175,7 +175,8 @@ class SearchPolicy:
         )
         state, env = self._state(batch), self._env(batch)
         norm_env = None if env is None else self.model.norm("env", env.to(self.cfg.device))
-        latent = self.model.state_head.encode(self._frames(batch), self.model.norm("state", state), norm_env)
+        frames = self._frames(batch) if self.model.config.head_reads_cameras else None  # a blind head: none
+        latent = self.model.state_head.encode(frames, self.model.norm("state", state), norm_env)
         # The base's plans as the robot would execute them: commands past a joint or gripper range are
         # clipped into it (MuJoCo's ctrlrange would clamp them too); `clipped` counts the plans that were.
         plans = [self._imagine_plan(latent, batch, fork_policy(self.base), first)]  # (B,P,A) each

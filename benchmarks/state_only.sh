@@ -1,0 +1,36 @@
+#!/bin/bash
+# A state head without cameras, refined on state-only recordings, ranks the zoo against 50 + 50 state-only
+# "hardware logs" per checkpoint (benchmarks/rank.py --state_only). No frame is rendered anywhere, so the
+# whole run takes about an hour on 2 CPU cores:
+#   - the ACT zoo (benchmarks/zoo_act.py, 8,000 steps, checkpoints 500 ... 8,000): ~15 min, if not there;
+#   - refinement data, all state-only (r2s2r-record --world.cameras='[]'), ~12 min: the world model's own
+#     160 training recordings (mixed skill, seed 100), 640 more (seed 400), 200 of the `fumbling`
+#     demonstrator (near-misses), 64 rollouts of each ACT checkpoint the ranking does NOT rank (500, 4,000,
+#     5,000, 6,500; new seeds);
+#   - r2s2r-refine-head --cameras=false from assets/world_model_small (3,000 steps), ~15 min;
+#   - benchmarks/rank.py --state_only: logs of the 11 ranked checkpoints (new seeds), a second real run,
+#     and the ranking on the state-head path, ~20 min (the logs and the second run are kept for re-runs).
+# Usage: bash benchmarks/state_only.sh [NAME]   (results: benchmarks/results/rank_state_only.json)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1 MUJOCO_GL=${MUJOCO_GL:-egl}
+PY=${PY:-.venv/bin/python}
+NAME=${1:-blind}
+D=outputs/bench/data
+record() { $PY -m r2s2r.scripts.record --distribution=mixed --workers=2 --world.cameras='[]' "$@"; }
+
+[ -f outputs/bench/zoo/act/step_8000/config.json ] || $PY benchmarks/zoo_act.py --eval_episodes=20
+record --root=$D/train --num_episodes=160 --seed=100 --world.num_envs=8 --policy.kwargs='{skill: mix}'
+record --root=$D/heldout --num_episodes=32 --seed=200 --world.num_envs=8 --policy.kwargs='{skill: mix}'
+record --root=$D/train_more --num_episodes=640 --seed=400 --world.num_envs=8 --policy.kwargs='{skill: mix}'
+record --root=$D/fumbling --num_episodes=200 --seed=777 --world.num_envs=10 --policy.kwargs='{skill: fumbling}'
+ACT=""
+for s in 500 4000 5000 6500; do
+  record --root=$D/act_rollouts/step_$s --num_episodes=64 --seed=$((5000 + s)) --world.num_envs=8 \
+    --policy.path=outputs/bench/zoo/act/step_$s
+  ACT="$ACT,$D/act_rollouts/step_$s"
+done
+$PY -m r2s2r.scripts.refine_head --checkpoint=assets/world_model_small --cameras=false \
+  --data="[$D/train,$D/train_more,$D/fumbling$ACT]" --heldout=$D/heldout --output_dir=outputs/bench/blind/$NAME
+$PY benchmarks/rank.py --state_only --world_model outputs/bench/blind/$NAME --samples 4 \
+  --output_dir outputs/bench/rank_state --out benchmarks/results/rank_state_only.json
