@@ -154,3 +154,24 @@ def test_the_trust_region_holds_the_search_to_the_base_plan(model, world):
     assert all(d.chose_base.all() for d in search.decisions) and torch.equal(held, base)
     free, search = run(0.0)
     assert not all(d.chose_base.all() for d in search.decisions) and not torch.equal(free, base)
+
+
+def test_a_blind_head_searches_from_proprio_and_the_object_pose_alone(recorded):
+    """With a state head that reads no cameras, the search decides from an observation without images (a
+    reference world that renders nothing) and departs from the base plan as with cameras."""
+    torch.manual_seed(0)
+    blind = WorldModel(WorldModelConfig.tiny(head_reads_cameras=False))
+    blind.set_stats(ClipDataset(ClipConfig(root=recorded[0].root, cameras=("top", "left_wrist"))).stats)
+    cfg = SearchConfig(
+        num_candidates=8, horizon=2, iterations=1, arm_noise=0.05, pessimism=0.0, deviation_weight=0.0
+    )
+    with AlohaWorld(WorldConfig(num_envs=2, cameras=())) as world:
+        obs = world.reset(POSES)
+        assert not any(k.startswith("observation.images.") for k in to_policy_batch(obs))
+        search = SearchPolicy(make_demonstrator(skill="noisy", seed=3), blind.eval(), cfg)
+        searched = play(world, search)
+        base = play(world, make_demonstrator(skill="noisy", seed=3))
+    assert len(search.decisions) == 4 and not torch.equal(searched, base)
+    seeing = SearchPolicy(make_demonstrator(skill="noisy", seed=3), WorldModel(WorldModelConfig.tiny()), cfg)
+    with pytest.raises(KeyError, match="lacks"), AlohaWorld(WorldConfig(num_envs=2, cameras=())) as world:
+        play(world, seeing, 5)  # a head that reads cameras still needs them
