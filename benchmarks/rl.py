@@ -48,7 +48,12 @@ from r2s2r.training.head import HeadConfig, RefineConfig, refine_checkpoint  # n
 
 
 def world_model(args) -> tuple[str, dict]:
-    """The refined world model's directory (made once) and the head's open-loop figures before/after."""
+    """The refined world model's directory (made once) and the head's open-loop figures before/after.
+
+    With `--world_model`, that directory as it is (refined elsewhere: its refine.json, where it has one)."""
+    if args.world_model:
+        report = Path(args.world_model) / "refine.json"
+        return args.world_model, json.loads(report.read_text()) if report.is_file() else {}
     out = Path(args.output_dir) / "world_model"
     if not (out / "refine.json").is_file():
         refine_checkpoint(
@@ -65,6 +70,11 @@ def rate(r: dict | None, split: str = "all") -> str:
         return "-"
     lo, hi = r[split]["ci"]
     return f"{100 * r[split]['rate']:.0f} [{100 * lo:.0f}-{100 * hi:.0f}]"
+
+
+def judged(verified: dict, key: str) -> str:
+    """A video re-check figure in %, or '-' where there was none (state-only recordings have no frames)."""
+    return f"{100 * verified[key]:.0f}" if key in verified else "-"
 
 
 def plot_curves(results: dict, path: Path) -> None:
@@ -99,6 +109,18 @@ def main() -> None:
     parser.add_argument("--data", default="outputs/bench/data/train", help="its training recordings")
     parser.add_argument("--heldout", default="outputs/bench/data/heldout", help="held-out recordings")
     parser.add_argument("--head_steps", type=int, default=3000)
+    parser.add_argument(
+        "--world_model", default="",
+        help="an already refined world model to train in as it is (e.g. benchmarks/state_only.sh's blind "
+        "head, with --observation state and state-only --data/--heldout); skips the refinement",
+    )  # fmt: skip
+    parser.add_argument(
+        "--observation", default="latent", choices=("latent", "state"),
+        help="where the policy reads the cube pose: the cameras through the world model, or "
+        "observation.environment_state (a tracked object; the only choice for a head without cameras)",
+    )  # fmt: skip
+    parser.add_argument("--settings", nargs="+", default=["scratch", "finetune_sloppy"], help="which to run")
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "rl.json"), help="JSON")
     parser.add_argument("--episodes", type=int, default=100, help="reference-world episodes per evaluation")
     parser.add_argument("--eval_seed", type=int, default=2)
     parser.add_argument("--eval_every", type=int, default=5)
@@ -116,7 +138,7 @@ def main() -> None:
     checkpoint, head = world_model(args)
     common = dict(
         checkpoint=checkpoint, data=args.data, eval_episodes=args.episodes, eval_seed=args.eval_seed,
-        eval_every=args.eval_every,
+        eval_every=args.eval_every, observation=args.observation,
     )  # fmt: skip
     settings = {
         "scratch": RLConfig(
@@ -129,6 +151,10 @@ def main() -> None:
             rounds=args.rounds_finetune,
         ),
     }  # fmt: skip
+    unknown = sorted(set(args.settings) - set(settings))
+    if unknown:
+        sys.exit(f"rl.py: error: --settings {unknown} unknown; choose from {sorted(settings)}")
+    settings = {name: cfg for name, cfg in settings.items() if name in args.settings}
     results, table, curves = {}, [], []
     for name, cfg in settings.items():
         t0 = time.perf_counter()
@@ -136,7 +162,10 @@ def main() -> None:
         seconds = time.perf_counter() - t0
         rows = [r for r in summary["progress"] if "reference" in r]
         first, last = rows[0], rows[-1]
-        verified = {"before": first["verified"], "after": last["verified"]}  # the full world model's verdict
+        verified = {
+            "before": first.get("verified", {}),
+            "after": last.get("verified", {}),
+        }  # the video's verdict
         gain = 100 * (last["reference"]["all"]["rate"] - first["reference"]["all"]["rate"])
         results[name] = {"config": asdict(cfg), "progress": summary["progress"], "seconds_this_run": seconds,
                          "support_threshold": summary["support_threshold"], "verified": verified}  # fmt: skip
@@ -145,9 +174,8 @@ def main() -> None:
             rate(last["reference"], "ood"), f"{gain:+.0f}",
             f"{100 * first['imagined']['success']:.0f} -> {100 * last['imagined']['success']:.0f}",
             f"{100 * last['imagined']['left_support']:.0f}",
-            f"{100 * verified['before']['judge_success']:.0f} -> "
-            f"{100 * verified['after']['judge_success']:.0f}",
-            f"{100 * verified['after']['agreement']:.0f}", summary["timesteps"],
+            judged(verified["before"], "judge_success") + " -> " + judged(verified["after"], "judge_success"),
+            judged(verified["after"], "agreement"), summary["timesteps"],
         ])  # fmt: skip
         for r in rows:
             curves.append([
@@ -161,7 +189,7 @@ def main() -> None:
         [k, *(f"{100 * v:.1f}" if v is not None else "-" for v in head[k]["object_error_m"].values()),
          f"{100 * head[k]['outcome_agreement']:.0f}", f"{100 * head[k]['imagined_success']:.0f}",
          f"{100 * head[k]['real_success']:.0f}"]
-        for k in ("before", "after")
+        for k in ("before", "after") if k in head
     ]  # fmt: skip
     print_table(
         "State head, open loop on held-out recordings",
@@ -181,7 +209,7 @@ def main() -> None:
     )  # fmt: skip
     plot_curves(results, Path(args.output_dir) / "curves.png")
     write_json(
-        Path(__file__).parent / "results" / "rl.json",
+        Path(args.out),
         {"machine": machine_info(), "args": vars(args), "head": head, "results": results,
          "seconds": round(time.perf_counter() - start, 1)},
     )  # fmt: skip

@@ -19,9 +19,9 @@ NAME=${1:-blind}
 D=outputs/bench/data
 record() { $PY -m r2s2r.scripts.record --distribution=mixed --workers=2 --world.cameras='[]' "$@"; }
 
-[ -f outputs/bench/zoo/act/step_8000/config.json ] || $PY benchmarks/zoo_act.py --eval_episodes=20
 record --root=$D/train --num_episodes=160 --seed=100 --world.num_envs=8 --policy.kwargs='{skill: mix}'
 record --root=$D/heldout --num_episodes=32 --seed=200 --world.num_envs=8 --policy.kwargs='{skill: mix}'
+[ -f outputs/bench/zoo/act/step_8000/config.json ] || $PY benchmarks/zoo_act.py --eval_episodes=20
 record --root=$D/train_more --num_episodes=640 --seed=400 --world.num_envs=8 --policy.kwargs='{skill: mix}'
 record --root=$D/fumbling --num_episodes=200 --seed=777 --world.num_envs=10 --policy.kwargs='{skill: fumbling}'
 ACT=""

@@ -138,11 +138,19 @@ class ImaginedEnv(VecEnv):
     @torch.no_grad()
     def _encode_starts(self, starts: dict[str, torch.Tensor]) -> None:
         model = self.model
-        missing = [k for k in [*self.cfg.camera_keys, "observation.state"] if k not in starts]
+        cameras = list(self.cfg.camera_keys) if self.cfg.head_reads_cameras else []
+        missing = [k for k in [*cameras, "observation.state"] if k not in starts]
         if missing:
             raise KeyError(f"episode starts lack {missing}; the world model needs {self.cfg.camera_keys}.")
+        if not cameras and not (self.observation == "state" and "observation.environment_state" in starts):
+            raise ValueError(
+                "this world model's state head reads no cameras: it starts from the object pose, so the "
+                "policy needs observation='state' and the starts observation.environment_state."
+            )
         state = starts["observation.state"].float().to(self.device)
-        frames = model.frames({k: starts[k][:, None].float().to(self.device) for k in self.cfg.camera_keys})
+        images = None  # (N,V,3,H,W) for a head that reads the cameras
+        if cameras:
+            images = model.frames({k: starts[k][:, None].float().to(self.device) for k in cameras})[:, 0]
         env = starts.get("observation.environment_state")
         # A policy that reads the object pose has it at its start, so the imagination may start from it too;
         # one that reads the cameras deploys on a robot that may have no pose estimate: cameras alone.
@@ -152,7 +160,7 @@ class ImaginedEnv(VecEnv):
         for i in range(0, len(state), 256):  # bounded memory for thousands of starts
             latents.append(
                 model.state_head.encode(
-                    frames[i : i + 256, 0],
+                    None if images is None else images[i : i + 256],
                     model.norm("state", state[i : i + 256]),
                     None if norm_env is None else norm_env[i : i + 256],
                 )
@@ -401,13 +409,15 @@ def calibrate_support(
         raise ValueError("no episodes to calibrate the support threshold on.")
     starts = [ep for ep in episodes if len(ep["action"])]
     T = min(len(ep["action"]) for ep in starts)
-    frames = model.frames(
-        {k: torch.stack([ep[k][:1] for ep in starts]).float() for k in model.config.camera_keys}
-    )
+    images = None
+    if model.config.head_reads_cameras:
+        images = model.frames(
+            {k: torch.stack([ep[k][:1] for ep in starts]).float() for k in model.config.camera_keys}
+        )[:, 0]
     state = torch.stack([ep["observation.state"][0] for ep in starts]).float()
     poses = [start_env(model, ep) for ep in starts]
     env = torch.cat(poses) if objects and all(pose is not None for pose in poses) else None
-    latent = head.encode(frames[:, 0], model.norm("state", state), env)
+    latent = head.encode(images, model.norm("state", state), env)
     chunks = model.norm_chunks(torch.stack([ep["action"][:T] for ep in starts]).float())  # (N,T,C)
     worst = torch.zeros(len(starts))
     for t in range(T):

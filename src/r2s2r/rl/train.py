@@ -21,6 +21,11 @@
    the judge and the checker (`verify_with_video`): a policy the head scores as successful but the judge,
    reading the imagined frames, does not, is likely exploiting the head.
 
+A world model whose state head reads no cameras (`r2s2r-refine-head --cameras=false`) starts imagined
+episodes from proprio and the recorded object pose alone, so its policy must read the pose too
+(`observation='state'`); on state-only recordings the video re-check has no first frames and is skipped
+(its row says so).
+
 Re-running with the same settings resumes after the last saved round; round r reseeds every generator
 from (seed, r) and restarts the imagined episodes, so a killed and resumed run ends exactly where an
 uninterrupted one does. `rounds` may be raised to train further.
@@ -276,6 +281,9 @@ def verify_with_video(
     from r2s2r.rollout.world_model_env import WorldModelEnv
 
     policy = ImaginationPolicy(policy_dir)
+    missing = [k for k in policy.model.config.camera_keys if k not in starts]
+    if missing:  # state-only recordings: the video model has no first frames to start from
+        return {"skipped": f"the episode starts have no camera frames ({', '.join(missing)})"}
     n = min(episodes, len(starts["observation.state"]))
     env = WorldModelEnv(policy.model, num_envs=n, sampling_steps=1, seed=seed)
     obs = env.reset({k: v[:n] for k, v in starts.items()})
@@ -305,8 +313,9 @@ def reference_eval(
 
     policy = ImaginationPolicy(policy_dir)
     mc = policy.model.config
+    cameras = tuple(mc.cameras) if policy.spec.observation == "latent" else ()  # a state policy sees none
     world_cfg = WorldConfig(
-        cameras=tuple(mc.cameras), image_height=mc.image_height, image_width=mc.image_width, num_envs=num_envs
+        cameras=cameras, image_height=mc.image_height, image_width=mc.image_width, num_envs=num_envs
     )
     record = RecordConfig(
         world=world_cfg, policy=PolicyConfig(path=str(policy_dir)), num_episodes=episodes,
@@ -357,6 +366,11 @@ def train_rl(cfg: RLConfig) -> dict:
             "same settings to resume it."
         )
     model = WorldModel.from_pretrained(cfg.checkpoint, device=cfg.device).eval()
+    if not model.config.head_reads_cameras and cfg.observation != "state":
+        raise ValueError(
+            f"{cfg.checkpoint}'s state head reads no cameras, so a policy trained in it cannot read the cube "
+            "pose from them: pass --observation=state (the pose from observation.environment_state)."
+        )
     start = time.perf_counter()
     episodes = read_episodes(cfg, model)
     world_model_dir = cfg.checkpoint
