@@ -13,7 +13,7 @@ import torch
 from r2s2r.data.reader import ClipConfig, ClipDataset
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
-from r2s2r.rl.env import ImaginedEnv, RewardConfig
+from r2s2r.rl.env import ImaginedEnv, RewardConfig, calibrate_floor, calibrate_support
 from r2s2r.rl.policy import ActorSpec, ImaginationPolicy, build_actor, export_policy, feature_dim
 from r2s2r.rl.train import RLConfig, episode_starts, read_episodes, train_rl, verify_with_video
 from r2s2r.robots.aloha import AlohaWorld, WorldConfig
@@ -310,3 +310,26 @@ def test_video_verification_replays_the_policy_in_the_full_world_model(reach_run
     assert verify_with_video(summary["policy"], starts, episodes=5, horizon=3, seed=1) == first
     rows = summary["progress"]
     assert rows[0]["verified"]["episodes"] == 2 and "verified" in rows[-1]  # before and after training
+
+
+def test_disagreement_below_the_data_floor_is_not_charged(recorded, world_model_dir):
+    model = WorldModel.from_pretrained(world_model_dir)
+    episodes = read_episodes(RLConfig(data=recorded[0].root, checkpoint=str(world_model_dir)), model)
+    starts = episode_starts(episodes, model)
+    none = np.zeros((2, len(VIOLATIONS)), dtype=bool)
+    uncertainty = torch.tensor([0.1, 0.2])
+    rewards = []
+    for floor in (0.0, 0.15):
+        reward = RewardConfig(uncertainty_weight=2.0, violation_weight=0.0, uncertainty_floor=floor)
+        env = ImaginedEnv(model, starts, 2, 4, reward, check_physics=False)
+        env.reset()
+        env.value.zero_()
+        rewards.append(env._reward(model.state_head.decode(env.latent), uncertainty, none)[0])
+    # no floor: 2 x (0.1, 0.2) charged; floor 0.15: 2 x (0, 0.05)
+    torch.testing.assert_close(rewards[1] - rewards[0], torch.tensor([0.2, 0.3]))
+    # the floor is a quantile of the frames of logged replays; the support threshold one of their worst frames
+    low, high = calibrate_floor(model, episodes, 0.5), calibrate_floor(model, episodes, 0.9)
+    assert 0 < low <= high <= calibrate_floor(model, episodes, 0.999)
+    assert low <= calibrate_support(model, episodes, 0.5)
+    with pytest.raises(ValueError, match="floor_quantile"):
+        RLConfig(floor_quantile=1.0)

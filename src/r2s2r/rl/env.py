@@ -61,6 +61,7 @@ class RewardConfig:
     violation_weight: float = 0.1  # per physics-violation type the frame breaks
     pessimism: float = 1.0  # members' mean minus this many stds, for progress and success
     support_threshold: float = 0.0  # disagreement that ends an episode (0: never; see calibrate_support)
+    uncertainty_floor: float = 0.0  # disagreement not charged: what the data itself shows (calibrate_floor)
     support_penalty: float = (
         0.5  # per frame left in the episode, charged on the frame that leaves the support
     )
@@ -71,7 +72,7 @@ class RewardConfig:
         if self.task not in TASKS:
             raise ValueError(f"reward.task={self.task!r} must be one of {TASKS}.")
         for name in ("progress_weight", "success_weight", "uncertainty_weight", "violation_weight",
-                     "pessimism", "support_threshold", "support_penalty"):  # fmt: skip
+                     "pessimism", "support_threshold", "support_penalty", "uncertainty_floor"):  # fmt: skip
             if not getattr(self, name) >= 0:
                 raise ValueError(f"reward.{name}={getattr(self, name)!r} must be >= 0.")
 
@@ -363,7 +364,7 @@ class ImaginedEnv(VecEnv):
         else:
             reward = cfg.progress_weight * (progress - self.value) + cfg.success_weight * success
         self.value = progress
-        penalty = cfg.uncertainty_weight * uncertainty
+        penalty = cfg.uncertainty_weight * (uncertainty - cfg.uncertainty_floor).clamp(min=0)
         penalty = penalty + cfg.violation_weight * torch.from_numpy(violations.sum(1)).float().to(self.device)
         if outside is not None:  # the rest of the episode is forfeited at more than it could have cost inside
             left = torch.from_numpy(self.horizon - self.t + 1).float().to(self.device)
@@ -393,7 +394,6 @@ class ImaginedEnv(VecEnv):
         return newest | self.checker.commands(chunk.cpu().numpy()).any(axis=1)
 
 
-@torch.no_grad()
 def calibrate_support(
     model: WorldModel, episodes: list[dict[str, torch.Tensor]], quantile: float = 0.99, objects: bool = False
 ) -> float:
@@ -404,6 +404,25 @@ def calibrate_support(
     than nearly every logged one did at its worst frame has left the support. With `objects`, each replay
     starts from its recorded object pose as well (as imagined episodes of a state-observing policy do).
     """
+    worst = replay_disagreement(model, episodes, objects).max(dim=1).values
+    return float(np.quantile(worst.numpy(), quantile))
+
+
+def calibrate_floor(
+    model: WorldModel, episodes: list[dict[str, torch.Tensor]], quantile: float = 0.9, objects: bool = False
+) -> float:
+    """The `quantile`, over all frames, of the head's disagreement replaying the logged actions (as
+    `calibrate_support`): how unsure the head is on the data itself, which a policy that behaves like the data
+    should not pay for. Charging all of it taught fine-tuning to stay away from the cube, where even the
+    logged episodes make the members disagree most."""
+    return float(np.quantile(replay_disagreement(model, episodes, objects).flatten().numpy(), quantile))
+
+
+@torch.no_grad()
+def replay_disagreement(
+    model: WorldModel, episodes: list[dict[str, torch.Tensor]], objects: bool = False
+) -> torch.Tensor:
+    """(N,T) disagreement of the head replaying each episode's logged actions from its first frame."""
     head = model.state_head
     if not episodes:
         raise ValueError("no episodes to calibrate the support threshold on.")
@@ -419,8 +438,8 @@ def calibrate_support(
     env = torch.cat(poses) if objects and all(pose is not None for pose in poses) else None
     latent = head.encode(images, model.norm("state", state), env)
     chunks = model.norm_chunks(torch.stack([ep["action"][:T] for ep in starts]).float())  # (N,T,C)
-    worst = torch.zeros(len(starts))
+    frames = []
     for t in range(T):
         latent = head.step(latent, chunks[:, t])
-        worst = torch.maximum(worst, head.disagreement(head.decode(latent)))
-    return float(np.quantile(worst.numpy(), quantile))
+        frames.append(head.disagreement(head.decode(latent)).cpu())
+    return torch.stack(frames, dim=1)

@@ -45,7 +45,7 @@ from tqdm.auto import tqdm
 
 from r2s2r.data.commit import atomic_write_text
 from r2s2r.model.modeling_world_model import WorldModel
-from r2s2r.rl.env import ImaginedEnv, RewardConfig, calibrate_support
+from r2s2r.rl.env import ImaginedEnv, RewardConfig, calibrate_floor, calibrate_support
 from r2s2r.rl.policy import (
     ACTIONS,
     OBSERVATIONS,
@@ -100,6 +100,9 @@ class RLConfig:
     target_kl: float = 0.05  # PPO stops an update's epochs early past this KL (keeps fine-tuning near init)
     reward: RewardConfig = field(default_factory=RewardConfig)
     support_quantile: float = 0.99  # calibrate reward.support_threshold to this quantile (0: never end early)
+    floor_quantile: float = (
+        0.0  # calibrate reward.uncertainty_floor to this quantile of logged frames (0: none)
+    )
     check_physics: bool = True  # physics-checker penalties on imagined frames
     eval_every: int = 0  # rounds between reference-world evaluations (0: after the last round only)
     eval_episodes: int = 20  # reference-world episodes per evaluation (ID and OOD alternating)
@@ -129,6 +132,7 @@ class RLConfig:
             "iterations": self.iterations >= 1, "warmup_rounds": self.warmup_rounds >= 0,
             "eval_episodes": self.eval_episodes >= 0, "eval_every": self.eval_every >= 0,
             "support_quantile": 0 <= self.support_quantile < 1, "bc_steps": self.bc_steps >= 0,
+            "floor_quantile": 0 <= self.floor_quantile < 1,
         }  # fmt: skip
         for name, ok in checks.items():
             if not ok:
@@ -386,8 +390,19 @@ def train_rl(cfg: RLConfig) -> dict:
         threshold = cfg.reward.support_threshold
         if cfg.support_quantile and not threshold:
             threshold = calibrate_support(model, episodes, cfg.support_quantile, cfg.observation == "state")
-        state = {"config": fingerprint, "round": 0, "support_threshold": threshold}
-    reward = RewardConfig(**{**asdict(cfg.reward), "support_threshold": state["support_threshold"]})
+        floor = cfg.reward.uncertainty_floor
+        if cfg.floor_quantile and not floor:
+            floor = calibrate_floor(model, episodes, cfg.floor_quantile, cfg.observation == "state")
+        state = {
+            "config": fingerprint,
+            "round": 0,
+            "support_threshold": threshold,
+            "uncertainty_floor": floor,
+        }
+    reward = RewardConfig(**{
+        **asdict(cfg.reward), "support_threshold": state["support_threshold"],
+        "uncertainty_floor": state.get("uncertainty_floor", cfg.reward.uncertainty_floor),
+    })  # fmt: skip
     base = load_policy(replace(cfg.base, device=cfg.device)) if cfg.init == "residual" else None
     starts = episode_starts(episodes, model)
     env = ImaginedEnv(
@@ -407,7 +422,10 @@ def train_rl(cfg: RLConfig) -> dict:
         clip_range=cfg.clip_range, ent_coef=cfg.ent_coef, target_kl=cfg.target_kl, device=cfg.device,
         verbose=0, seed=cfg.seed,
     )  # fmt: skip
-    summary: dict = {"support_threshold": state["support_threshold"], "observation": cfg.observation}
+    summary: dict = {
+        "support_threshold": state["support_threshold"], "uncertainty_floor": reward.uncertainty_floor,
+        "observation": cfg.observation,
+    }  # fmt: skip
     if state["round"] == 0:
         set_random_seed(cfg.seed)
         ppo = PPO(
