@@ -39,6 +39,7 @@ import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's G
 from common import machine_info, print_table, write_json  # noqa: E402
 
 # isort: split
+from r2s2r.rl.env import RewardConfig  # noqa: E402
 from r2s2r.rl.train import (  # noqa: E402
     RLConfig,
     train_rl,
@@ -119,6 +120,14 @@ def main() -> None:
         help="where the policy reads the cube pose: the cameras through the world model, or "
         "observation.environment_state (a tracked object; the only choice for a head without cameras)",
     )  # fmt: skip
+    parser.add_argument(
+        "--uncertainty_weight", type=float, default=RewardConfig.uncertainty_weight,
+        help="reward charge per unit of ensemble disagreement (0: none; the support's end still applies)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--floor_quantile", type=float, default=0.0,
+        help="disagreement up to this quantile of the logged replays' frames is not charged (0: all is)",
+    )  # fmt: skip
     parser.add_argument("--settings", nargs="+", default=["scratch", "finetune_sloppy"], help="which to run")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "rl.json"), help="JSON")
     parser.add_argument("--episodes", type=int, default=100, help="reference-world episodes per evaluation")
@@ -138,7 +147,8 @@ def main() -> None:
     checkpoint, head = world_model(args)
     common = dict(
         checkpoint=checkpoint, data=args.data, eval_episodes=args.episodes, eval_seed=args.eval_seed,
-        eval_every=args.eval_every, observation=args.observation,
+        eval_every=args.eval_every, observation=args.observation, floor_quantile=args.floor_quantile,
+        reward=RewardConfig(uncertainty_weight=args.uncertainty_weight),
     )  # fmt: skip
     settings = {
         "scratch": RLConfig(

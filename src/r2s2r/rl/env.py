@@ -10,7 +10,7 @@ Reward of a frame, from the head's predictions of every ensemble member, combine
 members' mean minus `pessimism` stds, so that a state only some members believe in is not worth much):
 
     progress_weight * (P_t - P_{t-1}) + success_weight * S_t
-    - uncertainty_weight * U_t - violation_weight * V_t
+    - uncertainty_weight * max(U_t - uncertainty_floor, 0) - violation_weight * V_t
 
 P is the expected staged reward in 0..1 (the task's stages over the number of levels), S the success
 probability, U the ensemble disagreement, V the number of physics-checker violation types the imagined
@@ -25,7 +25,10 @@ that jumps into a state the head wrongly scores as a success must not collect it
 with the frames left, because a flat one made ending early the cheapest way to stop paying the
 per-frame uncertainty penalty: fine-tuning learnt to leave the support on purpose. The threshold is
 calibrated from the head replaying the logged actions of its training episodes: the 99th percentile of
-each episode's worst frame (`calibrate_support`).
+each episode's worst frame (`calibrate_support`). The uncertainty floor, where set, is a quantile of all the
+frames of the same replays (`calibrate_floor`): what the head is unsure of on the data itself is not
+charged. Where the data's own disagreement gathers around the object (grasps, pushes), a charge on all of
+it teaches a fine-tuned policy to keep away from the object (see the README's RL benchmark).
 """
 
 from __future__ import annotations

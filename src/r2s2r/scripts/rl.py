@@ -16,7 +16,10 @@ behaviour-cloned on --data, a residual correction of a base policy (--base.path,
 policy acting on proprio and object pose; fine-tuning it), or an exported policy directory.
 
 --observation=latent (default) deploys on what a real robot has: proprio and the cube pose the world
-model reads from the cameras; --observation=state reads the pose from observation.environment_state.
+model reads from the cameras; --observation=state reads the pose from observation.environment_state, and
+is the only choice in a world model whose state head reads no cameras (r2s2r-refine-head --cameras=false;
+it trains from state-only recordings). --floor_quantile=0.9 leaves the disagreement the head shows on the
+logged replays uncharged; --reward.uncertainty_weight=0 drops the charge (the support's end stays).
 
 --head_steps=3000 first refines the world model's state-dynamics head on --data for long rollouts (about
 10 minutes on 2 CPU cores; the refined model is saved in the run and travels with the exported policy).
