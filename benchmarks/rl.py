@@ -135,6 +135,9 @@ def main() -> None:
     parser.add_argument("--eval_every", type=int, default=5)
     parser.add_argument("--rounds_scratch", type=int, default=25)
     parser.add_argument("--rounds_finetune", type=int, default=20)
+    parser.add_argument(
+        "--finetune_envs", type=int, default=64, help="imagined episodes per PPO update when fine-tuning"
+    )
     parser.add_argument("--output_dir", default="outputs/bench/rl")
     args = parser.parse_args()
     for root in (args.data, args.heldout):
@@ -157,7 +160,7 @@ def main() -> None:
         ),
         "finetune_sloppy": RLConfig(
             **common, init="residual", base=PolicyConfig(kwargs={"skill": "sloppy"}),
-            output_dir=f"{args.output_dir}/finetune_sloppy", num_envs=64, iterations=2,
+            output_dir=f"{args.output_dir}/finetune_sloppy", num_envs=args.finetune_envs, iterations=2,
             rounds=args.rounds_finetune,
         ),
     }  # fmt: skip
