@@ -9,36 +9,19 @@ import numpy as np
 import pytest
 import torch
 
-from r2s2r.data.reader import ClipConfig, ClipDataset
-from r2s2r.data.recorder import RecordConfig, record
-from r2s2r.model.configuration_world_model import WorldModelConfig
+from helpers.recordings import blind_model, record_state_only
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.rl.env import ImaginedEnv
 from r2s2r.rl.policy import ImaginationPolicy
 from r2s2r.rl.train import RLConfig, episode_starts, read_episodes, train_rl
-from r2s2r.robots.aloha import WorldConfig
-from r2s2r.rollout.policy import PolicyConfig
-
-DEMONSTRATOR = "r2s2r.robots.demonstrators:make_demonstrator"
 
 
 @pytest.fixture(scope="module")
 def blind(tmp_path_factory):
     """Two demonstrator episodes recorded without cameras, and a tiny blind world model on their stats."""
-    root = tmp_path_factory.mktemp("state") / "demo"
-    record(
-        RecordConfig(
-            root=str(root), num_episodes=2, episode_length=50, distribution="mixed", seed=11,
-            world=WorldConfig(num_envs=2, cameras=()), policy=PolicyConfig(path=DEMONSTRATOR),
-        )
-    )  # fmt: skip
-    torch.manual_seed(0)
-    model = WorldModel(WorldModelConfig.tiny(head_reads_cameras=False))
-    data = ClipDataset(
-        ClipConfig(root=str(root), cameras=model.config.cameras, frame_rate=10, read_images=False)
-    )
-    model.set_stats(data.stats)
-    return str(root), model.save_pretrained(tmp_path_factory.mktemp("wm") / "blind")
+    root = record_state_only(tmp_path_factory.mktemp("state") / "demo", seed=11)
+    model, _ = blind_model(root)
+    return root, model.save_pretrained(tmp_path_factory.mktemp("wm") / "blind")
 
 
 def config(blind, output_dir, **overrides) -> RLConfig:

@@ -6,12 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from r2s2r.data.reader import ClipConfig, ClipDataset
-from r2s2r.data.recorder import RecordConfig, record
+from helpers.recordings import blind_model, record_state_only
 from r2s2r.eval.imagined import ImaginedEvalConfig, evaluate_imagined, read_results
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
-from r2s2r.robots.aloha import WorldConfig
 from r2s2r.rollout.policy import PolicyConfig
 from r2s2r.rollout.world_model_env import WorldModelEnv
 from r2s2r.training.head import HeadConfig, RefineConfig, refine_checkpoint, refine_head
@@ -20,23 +18,7 @@ from r2s2r.training.head import HeadConfig, RefineConfig, refine_checkpoint, ref
 @pytest.fixture(scope="module")
 def state_only(tmp_path_factory):
     """Two demonstrator episodes recorded without any camera (proprio, actions, object pose)."""
-    root = tmp_path_factory.mktemp("state") / "demo"
-    record(
-        RecordConfig(
-            root=str(root), num_episodes=2, episode_length=50, distribution="mixed", seed=7,
-            world=WorldConfig(num_envs=2, cameras=()),
-            policy=PolicyConfig(path="r2s2r.robots.demonstrators:make_demonstrator"),
-        )
-    )  # fmt: skip
-    return str(root)
-
-
-def _blind_model(root):
-    torch.manual_seed(0)
-    model = WorldModel(WorldModelConfig.tiny(head_reads_cameras=False))
-    data = ClipDataset(ClipConfig(root=root, cameras=model.config.cameras, frame_rate=10, read_images=False))
-    model.set_stats(data.stats)
-    return model, [data.episode(ep) for ep in data.episodes]
+    return record_state_only(tmp_path_factory.mktemp("state") / "demo", seed=7)
 
 
 def test_a_blind_head_needs_the_object_pose():
@@ -52,7 +34,7 @@ def test_a_blind_head_needs_the_object_pose():
 
 
 def test_a_blind_head_ignores_images_and_refines_on_a_state_only_recording(recorded, state_only):
-    model, episodes = _blind_model(state_only)
+    model, episodes = blind_model(state_only)
     assert not any(k.startswith("observation.images.") for k in episodes[0])  # no video was read
     state = model.norm("state", torch.stack([ep["observation.state"][0] for ep in episodes]))
     pose = model.norm("env", torch.stack([ep["observation.environment_state"][0] for ep in episodes]))
@@ -82,7 +64,7 @@ def test_a_blind_head_ignores_images_and_refines_on_a_state_only_recording(recor
 
 
 def test_refine_and_imagined_evaluation_run_on_state_only_recordings(state_only, tmp_path):
-    model, _ = _blind_model(state_only)
+    model, _ = blind_model(state_only)
     ckpt = str(model.save_pretrained(tmp_path / "blind"))
     figures = refine_checkpoint(
         RefineConfig(

@@ -145,7 +145,9 @@ class ImaginedEnv(VecEnv):
         cameras = list(self.cfg.camera_keys) if self.cfg.head_reads_cameras else []
         missing = [k for k in [*cameras, "observation.state"] if k not in starts]
         if missing:
-            raise KeyError(f"episode starts lack {missing}; the world model needs {self.cfg.camera_keys}.")
+            raise KeyError(
+                f"episode starts lack {missing}; the world model needs {[*cameras, 'observation.state']}."
+            )
         if not cameras and not (self.observation == "state" and "observation.environment_state" in starts):
             raise ValueError(
                 "this world model's state head reads no cameras: it starts from the object pose, so the "

@@ -100,9 +100,7 @@ class RLConfig:
     target_kl: float = 0.05  # PPO stops an update's epochs early past this KL (keeps fine-tuning near init)
     reward: RewardConfig = field(default_factory=RewardConfig)
     support_quantile: float = 0.99  # calibrate reward.support_threshold to this quantile (0: never end early)
-    floor_quantile: float = (
-        0.0  # calibrate reward.uncertainty_floor to this quantile of logged frames (0: none)
-    )
+    floor_quantile: float = 0.0  # calibrate reward.uncertainty_floor to this quantile of logged frames
     check_physics: bool = True  # physics-checker penalties on imagined frames
     eval_every: int = 0  # rounds between reference-world evaluations (0: after the last round only)
     eval_episodes: int = 20  # reference-world episodes per evaluation (ID and OOD alternating)
@@ -401,7 +399,7 @@ def train_rl(cfg: RLConfig) -> dict:
         }
     reward = RewardConfig(**{
         **asdict(cfg.reward), "support_threshold": state["support_threshold"],
-        "uncertainty_floor": state.get("uncertainty_floor", cfg.reward.uncertainty_floor),
+        "uncertainty_floor": state["uncertainty_floor"],
     })  # fmt: skip
     base = load_policy(replace(cfg.base, device=cfg.device)) if cfg.init == "residual" else None
     starts = episode_starts(episodes, model)
