@@ -55,6 +55,14 @@ def main() -> None:
         "--deviation_weight", type=float, default=SearchConfig.deviation_weight,
         help="trust-region charge per mean squared offset from the base plan, in noise stds",
     )  # fmt: skip
+    parser.add_argument(
+        "--uncertainty_weight", type=float, default=SearchConfig.uncertainty_weight,
+        help="penalty per unit of ensemble disagreement (mean over the horizon)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--pessimism", type=float, default=SearchConfig.pessimism,
+        help="progress + success scored as the ensemble members' mean minus this many stds",
+    )  # fmt: skip
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1, help="initial poses (seed 0 is the rank logs')")
     parser.add_argument("--output_dir", default="outputs/bench/search_v3")
@@ -66,8 +74,9 @@ def main() -> None:
     args = parser.parse_args()
 
     search = SearchConfig(
-        checkpoint=args.checkpoint, horizon=args.horizon, deviation_weight=args.deviation_weight
-    )
+        checkpoint=args.checkpoint, horizon=args.horizon, deviation_weight=args.deviation_weight,
+        uncertainty_weight=args.uncertainty_weight, pessimism=args.pessimism,
+    )  # fmt: skip
     results, rows = {}, []
     for name in args.bases:
         path, kwargs = BASES[name]
