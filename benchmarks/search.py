@@ -63,6 +63,14 @@ def main() -> None:
         "--pessimism", type=float, default=SearchConfig.pessimism,
         help="progress + success scored as the ensemble members' mean minus this many stds",
     )  # fmt: skip
+    parser.add_argument(
+        "--arm_noise", type=float, default=SearchConfig.arm_noise,
+        help="std (rad) of the CEM offsets on the arm joint targets",
+    )  # fmt: skip
+    parser.add_argument(
+        "--gripper_noise", type=float, default=SearchConfig.gripper_noise,
+        help="std of the CEM offsets on the gripper commands (0..1)",
+    )  # fmt: skip
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1, help="initial poses (seed 0 is the rank logs')")
     parser.add_argument("--output_dir", default="outputs/bench/search_v3")
@@ -76,6 +84,7 @@ def main() -> None:
     search = SearchConfig(
         checkpoint=args.checkpoint, horizon=args.horizon, deviation_weight=args.deviation_weight,
         uncertainty_weight=args.uncertainty_weight, pessimism=args.pessimism,
+        arm_noise=args.arm_noise, gripper_noise=args.gripper_noise,
     )  # fmt: skip
     results, rows = {}, []
     for name in args.bases:
