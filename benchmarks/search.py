@@ -108,10 +108,12 @@ def main() -> None:
             rows.append([
                 name, int(n), f"{100 * r['all']['rate']:.0f} [{100 * lo:.0f}-{100 * hi:.0f}]",
                 f"{100 * r['id']['rate']:.0f}", f"{100 * r['ood']['rate']:.0f}",
-                f"{100 * (r['all']['rate'] - base_rate):+.0f}", f"{r['decision_seconds_mean']:.2f}",
+                f"{100 * (r['all']['rate'] - base_rate):+.0f}", f"+{r['won']} / -{r['lost']}",
+                f"{r['decision_seconds_mean']:.2f}",
                 f"{100 * r['chose_base']:.0f}",
             ])  # fmt: skip
-    header = ["base", "N", "success % [95 % CI]", "ID %", "OOD %", "vs N=1", "s/decision", "base kept %"]
+    header = ["base", "N", "success % [95 % CI]", "ID %", "OOD %", "vs N=1", "won / lost", "s/decision",
+              "base kept %"]  # fmt: skip
     print_table(f"Reference-world success with search ({args.episodes} episodes per N)", header, rows)
     write_json(
         Path(args.out),

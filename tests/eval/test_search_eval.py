@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from r2s2r.data.reader import ClipConfig, ClipDataset
-from r2s2r.eval.search import SearchEvalConfig, evaluate_search, read_rows
+from r2s2r.eval.search import SearchEvalConfig, evaluate_search, read_rows, summarize
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.rollout.policy import PolicyConfig
@@ -54,6 +54,25 @@ def test_rows_summary_and_determinism(checkpoint, tmp_path):
     assert json.loads((tmp_path / "a" / "summary.json").read_text())["by_candidates"] == by_n
     evaluate_search(_cfg(checkpoint, tmp_path / "b" / "episodes.jsonl"))
     assert _without_timing(read_rows(tmp_path / "b" / "episodes.jsonl")) == _without_timing(rows)
+
+
+def test_summary_counts_episodes_won_and_lost_against_the_base():
+    def row(n, episode, success):
+        split = "id" if episode % 2 == 0 else "ood"
+        searched = n > 1
+        timing = {"decision_seconds_mean": 0.5 * searched, "chose_base": 1.0}
+        return {"candidates": n, "episode": episode, "split": split, "success": success,
+                "decisions": int(searched), **timing}  # fmt: skip
+
+    base = [True, False, False, True]
+    searched = {4: [True, True, False, False], 16: [True, True, True, True]}
+    rows = [row(1, e, s) for e, s in enumerate(base)]
+    rows += [row(n, e, s) for n, outcomes in searched.items() for e, s in enumerate(outcomes)]
+    by_n = summarize(rows, (1, 4, 16))
+    # N=4 wins episode 1 and loses episode 3: 2 successes like the base, which the rates alone would hide
+    assert (by_n["4"]["won"], by_n["4"]["lost"], by_n["4"]["all"]["successes"]) == (1, 1, 2)
+    assert (by_n["16"]["won"], by_n["16"]["lost"]) == (2, 0)
+    assert (by_n["1"]["won"], by_n["1"]["lost"]) == (0, 0)
 
 
 def test_resume_adds_only_what_is_missing(checkpoint, tmp_path):

@@ -141,8 +141,10 @@ def read_rows(path: str | Path) -> list[dict]:
 
 
 def summarize(rows: list[dict], candidates: tuple[int, ...]) -> dict:
-    """Per N: success rates (Wilson 95 %) overall and per split, decision latency, base-kept share."""
+    """Per N: success rates (Wilson 95 %) overall and per split, decision latency, base-kept share, and
+    the episodes won and lost against the smallest N (paired: the same episodes)."""
     out = {}
+    first = {r["episode"]: r["success"] for r in rows if r["candidates"] == min(candidates)}
     for n in candidates:
         sel = [r for r in rows if r["candidates"] == n]
         if not sel:
@@ -153,6 +155,8 @@ def summarize(rows: list[dict], candidates: tuple[int, ...]) -> dict:
             "decision_seconds_mean": float(np.mean([r["decision_seconds_mean"] for r in searched]))
             if searched else 0.0,
             "chose_base": float(np.mean([r["chose_base"] for r in sel])),
+            "won": sum(r["success"] and not first[r["episode"]] for r in sel if r["episode"] in first),
+            "lost": sum(first[r["episode"]] and not r["success"] for r in sel if r["episode"] in first),
         }  # fmt: skip
     return out
 
