@@ -12,9 +12,9 @@ by predicted progress and success minus uncertainty and physics violations (the 
 that would command a joint or gripper out of range, and sends the best one's offset on top of what the
 base does. N=1 is the base policy unchanged, so each N in --candidates is compared on the same episodes.
 
-Prints success per N (overall, ID, OOD, Wilson 95 % intervals) and the decision latency; writes one JSON
-line per episode to --output and summary.json beside it. A killed run resumes where it stopped when re-run
-with the same flags. To run the search wherever a policy runs (r2s2r-record, r2s2r-eval), use the policy
+Prints success per N (overall, ID, OOD, Wilson 95 % intervals), the episodes won and lost against the
+base (the same episodes) and the decision latency; writes one JSON line per episode to --output and
+summary.json beside it. A killed run resumes where it stopped when re-run with the same flags. To run the search wherever a policy runs (r2s2r-record, r2s2r-eval), use the policy
 `r2s2r.rollout.search:make_search_policy` with kwargs
 '{base: {path: ..., kwargs: {...}}, num_candidates: 16}'.
 """
@@ -32,9 +32,8 @@ def search_main(cfg: SearchEvalConfig) -> int:
     summary = evaluate_search(cfg)
     print(f"\nreference-world success of {cfg.base.path} {cfg.base.kwargs or ''}:")
     for n, rates in summary["by_candidates"].items():
-        latency = (
-            f", {rates['decision_seconds_mean']:.2f} s per decision" if int(n) > 1 else " (the base alone)"
-        )
+        searched = f", {rates['decision_seconds_mean']:.2f} s per decision, episodes won / lost vs the base: "
+        latency = f"{searched}+{rates['won']} / -{rates['lost']}" if int(n) > 1 else " (the base alone)"
         print(f" N={n}{latency}\n{format_rates(rates)}")
     print(f"\nwrote {summary['results']}")
     return 0
