@@ -71,6 +71,10 @@ def main() -> None:
         "--gripper_noise", type=float, default=SearchConfig.gripper_noise,
         help="std of the CEM offsets on the gripper commands (0..1)",
     )  # fmt: skip
+    parser.add_argument(
+        "--warm_start", action="store_true",
+        help="also try the last decision's offsets moved on, and centre CEM on them",
+    )  # fmt: skip
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1, help="initial poses (seed 0 is the rank logs')")
     parser.add_argument("--output_dir", default="outputs/bench/search_v3")
@@ -84,7 +88,7 @@ def main() -> None:
     search = SearchConfig(
         checkpoint=args.checkpoint, horizon=args.horizon, deviation_weight=args.deviation_weight,
         uncertainty_weight=args.uncertainty_weight, pessimism=args.pessimism,
-        arm_noise=args.arm_noise, gripper_noise=args.gripper_noise,
+        arm_noise=args.arm_noise, gripper_noise=args.gripper_noise, warm_start=args.warm_start,
     )  # fmt: skip
     results, rows = {}, []
     for name in args.bases:

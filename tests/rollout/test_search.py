@@ -175,3 +175,25 @@ def test_a_blind_head_searches_from_proprio_and_the_object_pose_alone(recorded):
     seeing = SearchPolicy(make_demonstrator(skill="noisy", seed=3), WorldModel(WorldModelConfig.tiny()), cfg)
     with pytest.raises(KeyError, match="lacks"), AlohaWorld(WorldConfig(num_envs=2, cameras=())) as world:
         play(world, seeing, 5)  # a head that reads cameras still needs them
+
+
+def test_a_warm_start_carries_the_last_correction_on(model, world):
+    """The last decision's offsets, moved on by the steps since and the last step held, are tried again, so a
+    correction can persist; the warm search is deterministic, keeps N candidates per round, and differs from
+    the cold one."""
+    cfg = dict(num_candidates=8, horizon=2, iterations=1, arm_noise=0.05, pessimism=0.0, deviation_weight=0.0)
+    warm_cfg = SearchConfig(**cfg, warm_start=True)
+    search = SearchPolicy(make_demonstrator(skill="noisy", seed=3), model, warm_cfg)
+    offsets = torch.arange(2 * 10 * 1, dtype=torch.float32).reshape(2, 10, 1)  # B=2, P=2 frames x 5 steps
+    expected = torch.tensor([5, 6, 7, 8, 9, 9, 9, 9, 9, 9], dtype=torch.float32)
+    assert torch.equal(search._shifted(offsets)[0, :, 0], expected)
+    assert torch.equal(search._shifted(offsets)[1, :, 0], expected + 10)
+
+    warm = play(world, search)
+    assert torch.equal(
+        warm, play(world, SearchPolicy(make_demonstrator(skill="noisy", seed=3), model, warm_cfg))
+    )
+    assert all(d.candidates == 16 for d in search.decisions)
+    cold = play(world, SearchPolicy(make_demonstrator(skill="noisy", seed=3), model, SearchConfig(**cfg)))
+    assert not torch.equal(warm, cold)
+    assert torch.equal(warm[:5], cold[:5])  # the first decision has nothing to carry on

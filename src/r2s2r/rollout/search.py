@@ -9,7 +9,9 @@ it decides, for each env of the batch:
    re-seeded copies of the base add its own alternative plans when it has a `reseed(seed)` method (the
    scripted demonstrators do); Gaussian offsets on the plan's joint targets (constant over each model
    frame) fill the rest, up to `num_candidates`, and CEM refits their mean and spread to the best ones over
-   `iterations` rounds;
+   `iterations` rounds; with `warm_start` the last decision's offsets, moved on to now, are a candidate too
+   and the first CEM round is centred on them, so a correction the search found (a grasp 1 cm further
+   left) can persist over decisions instead of starting from zero each time (as MPC warm starts do);
 2. **simulate** every candidate with the state-dynamics head in one batch, never decoding pixels;
 3. **evaluate**: score = predicted progress (staged reward) + success, taken per ensemble member and
    combined pessimistically (mean - `pessimism` x std), - uncertainty (ensemble disagreement) - physics
@@ -67,6 +69,7 @@ class SearchConfig:
     violation_weight: float = 2.0  # penalty per predicted physics violation (frames x types)
     pessimism: float = 2.0  # progress + success is the ensemble members' mean minus this many stds
     deviation_weight: float = 1.0  # penalty per mean squared offset from the base plan, in noise stds
+    warm_start: bool = False  # also try the last decision's offsets, shifted on, and centre CEM on them
     time_budget: float = 0.0  # s per decision; CEM stops when it is spent (0 = no limit, deterministic)
     seed: int = 0  # noise of decision d in episode batch e: (seed, e, d)
     device: str = "cpu"  # torch device of the world model
@@ -193,6 +196,11 @@ class SearchPolicy:
 
         # CEM over offsets that are constant within each model frame: (B,H,A) mean and spread.
         mean, std = torch.zeros(B, cfg.horizon, A), self.noise.expand(B, cfg.horizon, A).clone()
+        if cfg.warm_start and self.offsets is not None and len(proposals) < cfg.num_candidates:
+            kept = self._shifted(self.offsets)  # the last correction, carried on: (B,P,A)
+            kept = self._within_limits(plan + kept) - plan
+            proposals = torch.cat([proposals, kept[None]])
+            mean = kept.reshape(B, cfg.horizon, self.stride, A).mean(2)
         pool, pool_scores = [], []  # every candidate scored, every round
         rounds = 0
         while True:
@@ -238,6 +246,11 @@ class SearchPolicy:
             )
         )
         return best
+
+    def _shifted(self, offsets: torch.Tensor) -> torch.Tensor:
+        """Offsets (B,P,A) of the last decision moved on by the `every` steps since, the last step held."""
+        rest = offsets[:, self.every :]
+        return torch.cat([rest, offsets[:, -1:].expand(-1, self.every, -1)], dim=1)
 
     def _imagine_plan(
         self, latent: torch.Tensor, batch: dict, fork: Policy, first: torch.Tensor

@@ -14,7 +14,8 @@ base does. N=1 is the base policy unchanged, so each N in --candidates is compar
 
 Prints success per N (overall, ID, OOD, Wilson 95 % intervals), the episodes won and lost against the
 base (the same episodes) and the decision latency; writes one JSON line per episode to --output and
-summary.json beside it. A killed run resumes where it stopped when re-run with the same flags. To run the search wherever a policy runs (r2s2r-record, r2s2r-eval), use the policy
+summary.json beside it. A killed run resumes where it stopped when re-run with the same flags. To run
+the search wherever a policy runs (r2s2r-record, r2s2r-eval), use the policy
 `r2s2r.rollout.search:make_search_policy` with kwargs
 '{base: {path: ..., kwargs: {...}}, num_candidates: 16}'.
 """
