@@ -72,7 +72,7 @@ def main() -> None:
         help="std of the CEM offsets on the gripper commands (0..1)",
     )  # fmt: skip
     parser.add_argument(
-        "--warm_start", action="store_true",
+        "--warm_start", action=argparse.BooleanOptionalAction, default=SearchConfig.warm_start,
         help="also try the last decision's offsets moved on, and centre CEM on them",
     )  # fmt: skip
     parser.add_argument("--workers", type=int, default=2)

@@ -68,8 +68,8 @@ class SearchConfig:
     uncertainty_weight: float = 20.0  # penalty per unit of ensemble disagreement (mean over the horizon)
     violation_weight: float = 2.0  # penalty per predicted physics violation (frames x types)
     pessimism: float = 2.0  # progress + success is the ensemble members' mean minus this many stds
-    deviation_weight: float = 1.0  # penalty per mean squared offset from the base plan, in noise stds
-    warm_start: bool = False  # also try the last decision's offsets, shifted on, and centre CEM on them
+    deviation_weight: float = 0.3  # penalty per mean squared offset from the base plan, in noise stds
+    warm_start: bool = True  # also try the last decision's offsets, moved on, and centre CEM on them
     time_budget: float = 0.0  # s per decision; CEM stops when it is spent (0 = no limit, deterministic)
     seed: int = 0  # noise of decision d in episode batch e: (seed, e, d)
     device: str = "cpu"  # torch device of the world model
@@ -183,7 +183,8 @@ class SearchPolicy:
         # The base's plans as the robot would execute them: commands past a joint or gripper range are
         # clipped into it (MuJoCo's ctrlrange would clamp them too); `clipped` counts the plans that were.
         plans = [self._imagine_plan(latent, batch, fork_policy(self.base), first)]  # (B,P,A) each
-        for _ in range(min(cfg.policy_samples, cfg.num_candidates - 1)):  # the policy's own alternatives
+        warm = cfg.warm_start and self.offsets is not None  # the last correction, if any, takes a place
+        for _ in range(min(cfg.policy_samples, cfg.num_candidates - 1 - warm)):  # the base's own alternatives
             fork = fork_policy(self.base)
             if not hasattr(fork, "reseed"):
                 break
@@ -196,7 +197,7 @@ class SearchPolicy:
 
         # CEM over offsets that are constant within each model frame: (B,H,A) mean and spread.
         mean, std = torch.zeros(B, cfg.horizon, A), self.noise.expand(B, cfg.horizon, A).clone()
-        if cfg.warm_start and self.offsets is not None and len(proposals) < cfg.num_candidates:
+        if warm and len(proposals) < cfg.num_candidates:
             kept = self._shifted(self.offsets)  # the last correction, carried on: (B,P,A)
             kept = self._within_limits(plan + kept) - plan
             proposals = torch.cat([proposals, kept[None]])
