@@ -197,7 +197,7 @@ class SearchPolicy:
 
         # CEM over offsets that are constant within each model frame: (B,H,A) mean and spread.
         mean, std = torch.zeros(B, cfg.horizon, A), self.noise.expand(B, cfg.horizon, A).clone()
-        if warm and len(proposals) < cfg.num_candidates:
+        if warm:  # N >= 2 here, and a place was kept for it above
             kept = self._shifted(self.offsets)  # the last correction, carried on: (B,P,A)
             kept = self._within_limits(plan + kept) - plan
             proposals = torch.cat([proposals, kept[None]])
