@@ -75,6 +75,10 @@ def main() -> None:
         "--warm_start", action=argparse.BooleanOptionalAction, default=SearchConfig.warm_start,
         help="also try the last decision's offsets moved on, and centre CEM on them",
     )  # fmt: skip
+    parser.add_argument(
+        "--min_gain", type=float, default=SearchConfig.min_gain,
+        help="keep the base plan unless the best candidate's score beats it by more than this",
+    )  # fmt: skip
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1, help="initial poses (seed 0 is the rank logs')")
     parser.add_argument("--output_dir", default="outputs/bench/search_v3")
@@ -89,6 +93,7 @@ def main() -> None:
         checkpoint=args.checkpoint, horizon=args.horizon, deviation_weight=args.deviation_weight,
         uncertainty_weight=args.uncertainty_weight, pessimism=args.pessimism,
         arm_noise=args.arm_noise, gripper_noise=args.gripper_noise, warm_start=args.warm_start,
+        min_gain=args.min_gain,
     )  # fmt: skip
     results, rows = {}, []
     for name in args.bases:

@@ -198,3 +198,28 @@ def test_a_warm_start_carries_the_last_correction_on(model, world):
     cold = play(world, SearchPolicy(make_demonstrator(skill="noisy", seed=3), model, cold_cfg))
     assert not torch.equal(warm, cold)
     assert torch.equal(warm[:5], cold[:5])  # the first decision has nothing to carry on
+
+
+def test_a_gain_margin_keeps_the_base_plan_unless_a_candidate_beats_it_by_more(model, world):
+    """With `min_gain`, a decision leaves the base plan only where the best candidate's predicted gain over it
+    exceeds the margin: a margin between the two envs' first gains keeps one env on its base plan and lets
+    the other depart; a margin above every gain sends the base's actions unchanged."""
+    cfg = dict(num_candidates=8, horizon=2, iterations=1, arm_noise=0.05, pessimism=0.0, deviation_weight=0.0)
+
+    def run(margin):
+        search = SearchPolicy(
+            make_demonstrator(skill="noisy", seed=3), model, SearchConfig(**cfg, min_gain=margin)
+        )
+        return play(world, search), search
+
+    free, search = run(0.0)
+    first = search.decisions[0].extra["predicted_gain"]  # (B,), both envs gain something
+    assert (first > 0).all() and first[0] != first[1]
+    margin = float(first.mean())
+    _, split = run(margin)
+    assert np.array_equal(split.decisions[0].extra["predicted_gain"], first)  # the same candidates, scored
+    assert np.array_equal(split.decisions[0].chose_base, first <= margin)  # one env kept, one departed
+    held, search = run(1e6)
+    assert all(d.chose_base.all() for d in search.decisions)
+    assert torch.equal(held, play(world, make_demonstrator(skill="noisy", seed=3)))
+    assert not torch.equal(free, held)

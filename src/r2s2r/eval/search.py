@@ -131,6 +131,8 @@ def _run_unit(cfg: SearchEvalConfig, n: int, batch: _Batch) -> list[dict]:
             "decisions": len(decisions),
             "decision_seconds_mean": float(np.mean(latency)) if latency else 0.0,
             "chose_base": float(np.mean([d.chose_base[b] for d in decisions])) if decisions else 1.0,
+            "predicted_gain": float(np.mean([d.extra["predicted_gain"][b] for d in decisions]))
+            if decisions else 0.0,  # the head's score of each chosen candidate over the base plan's
             "batch_seconds": round(seconds, 3),
         })  # fmt: skip
     return rows

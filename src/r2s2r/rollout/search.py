@@ -18,7 +18,8 @@ it decides, for each env of the batch:
    violations of the predicted trajectory (`robots/checker.py`) - a trust-region charge on the distance
    from the base plan; a candidate whose commands leave the robot's joint or gripper range is never
    chosen; the best `recheck_top` are imagined again with the video model, read by the judge and checked,
-   and re-ranked on that. The pessimism and the trust region are there because a search is an optimiser
+   and re-ranked on that; with `min_gain` the base plan is kept unless the chosen candidate's score beats
+   it by more than that margin. The pessimism and the trust region are there because a search is an optimiser
    against the model: with plain mean scores, the more candidates it tried, the surer it found one whose
    predicted progress was the model's error (see README, "Physics checker and action search");
 4. **act**: between decisions each control step sends the base policy's action *at that step* (it still
@@ -70,6 +71,9 @@ class SearchConfig:
     pessimism: float = 2.0  # progress + success is the ensemble members' mean minus this many stds
     deviation_weight: float = 0.3  # penalty per mean squared offset from the base plan, in noise stds
     warm_start: bool = True  # also try the last decision's offsets, moved on, and centre CEM on them
+    min_gain: float = (
+        0.0  # the base plan is kept unless the best candidate's score beats it by more than this
+    )
     time_budget: float = 0.0  # s per decision; CEM stops when it is spent (0 = no limit, deterministic)
     seed: int = 0  # noise of decision d in episode batch e: (seed, e, d)
     device: str = "cpu"  # torch device of the world model
@@ -84,6 +88,7 @@ class SearchConfig:
             "policy_samples": self.policy_samples >= 0,
             "recheck_top": self.recheck_top >= 0,
             "time_budget": self.time_budget >= 0,
+            "min_gain": self.min_gain >= 0,
         }
         for name, ok in checks.items():
             if not ok:
@@ -233,6 +238,10 @@ class SearchPolicy:
             pick, video_scores = self._recheck(batch, plan, top)
             order = order[:k].gather(0, pick[None])
             extra = {"video_scores": video_scores.numpy()}
+        gain = scores[order[0], torch.arange(B)] - scores[0]  # (B,) predicted gain over the base plan
+        if cfg.min_gain > 0:  # a gain this small is more likely the model's error than the plan's merit
+            order = torch.where(gain > cfg.min_gain, order[0], 0)[None]  # 0: the base plan
+        extra["predicted_gain"] = gain.numpy()
         best = candidates[order[0], torch.arange(B)]  # (B,P,A)
         self.decisions.append(
             Decision(
