@@ -18,8 +18,9 @@ it decides, for each env of the batch:
    violations of the predicted trajectory (`robots/checker.py`) - a trust-region charge on the distance
    from the base plan; a candidate whose commands leave the robot's joint or gripper range is never
    chosen; the best `recheck_top` are imagined again with the video model, read by the judge and checked,
-   and re-ranked on that; with `min_gain` the base plan is kept unless the chosen candidate's score beats
-   it by more than that margin. The pessimism and the trust region are there because a search is an optimiser
+   and re-ranked on that; with `min_gain` a decision changes course (leaves the base plan, or the
+   correction under way that the warm start carries on) only for a candidate whose score beats the
+   course's by more than that margin. The pessimism and the trust region are there because a search is an optimiser
    against the model: with plain mean scores, the more candidates it tried, the surer it found one whose
    predicted progress was the model's error (see README, "Physics checker and action search");
 4. **act**: between decisions each control step sends the base policy's action *at that step* (it still
@@ -71,9 +72,7 @@ class SearchConfig:
     pessimism: float = 2.0  # progress + success is the ensemble members' mean minus this many stds
     deviation_weight: float = 0.3  # penalty per mean squared offset from the base plan, in noise stds
     warm_start: bool = True  # also try the last decision's offsets, moved on, and centre CEM on them
-    min_gain: float = (
-        0.0  # the base plan is kept unless the best candidate's score beats it by more than this
-    )
+    min_gain: float = 0.0  # change course (from the base plan or the correction under way) only for more
     time_budget: float = 0.0  # s per decision; CEM stops when it is spent (0 = no limit, deterministic)
     seed: int = 0  # noise of decision d in episode batch e: (seed, e, d)
     device: str = "cpu"  # torch device of the world model
@@ -202,10 +201,13 @@ class SearchPolicy:
 
         # CEM over offsets that are constant within each model frame: (B,H,A) mean and spread.
         mean, std = torch.zeros(B, cfg.horizon, A), self.noise.expand(B, cfg.horizon, A).clone()
+        course = torch.zeros(B, dtype=torch.long)  # per env, what goes on as now: the base plan (0), or ...
         if warm:  # N >= 2 here, and a place was kept for it above
             kept = self._shifted(self.offsets)  # the last correction, carried on: (B,P,A)
             kept = self._within_limits(plan + kept) - plan
             proposals = torch.cat([proposals, kept[None]])
+            under_way = self.offsets.abs().amax(dim=(1, 2)) > 0  # (B,) ... the correction under way
+            course = torch.where(under_way, len(proposals) - 1, course)
             mean = kept.reshape(B, cfg.horizon, self.stride, A).mean(2)
         pool, pool_scores = [], []  # every candidate scored, every round
         rounds = 0
@@ -238,10 +240,11 @@ class SearchPolicy:
             pick, video_scores = self._recheck(batch, plan, top)
             order = order[:k].gather(0, pick[None])
             extra = {"video_scores": video_scores.numpy()}
-        gain = scores[order[0], torch.arange(B)] - scores[0]  # (B,) predicted gain over the base plan
+        best_score = scores[order[0], torch.arange(B)]
         if cfg.min_gain > 0:  # a gain this small is more likely the model's error than the plan's merit
-            order = torch.where(gain > cfg.min_gain, order[0], 0)[None]  # 0: the base plan
-        extra["predicted_gain"] = gain.numpy()
+            change = best_score - scores[course, torch.arange(B)] > cfg.min_gain  # (B,)
+            order = torch.where(change, order[0], course)[None]
+        extra["predicted_gain"] = (best_score - scores[0]).numpy()  # (B,) the best's over the base plan's
         best = candidates[order[0], torch.arange(B)]  # (B,P,A)
         self.decisions.append(
             Decision(
