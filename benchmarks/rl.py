@@ -125,6 +125,10 @@ def main() -> None:
         help="reward charge per unit of ensemble disagreement (0: none; the support's end still applies)",
     )  # fmt: skip
     parser.add_argument(
+        "--residual_weight", type=float, default=RewardConfig.residual_weight,
+        help="fine-tuning: reward charge per mean squared residual output (a trust region on the base)",
+    )  # fmt: skip
+    parser.add_argument(
         "--floor_quantile", type=float, default=0.0,
         help="disagreement up to this quantile of the logged replays' frames is not charged (0: all is)",
     )  # fmt: skip
@@ -151,7 +155,7 @@ def main() -> None:
     common = dict(
         checkpoint=checkpoint, data=args.data, eval_episodes=args.episodes, eval_seed=args.eval_seed,
         eval_every=args.eval_every, observation=args.observation, floor_quantile=args.floor_quantile,
-        reward=RewardConfig(uncertainty_weight=args.uncertainty_weight),
+        reward=RewardConfig(uncertainty_weight=args.uncertainty_weight, residual_weight=args.residual_weight),
     )  # fmt: skip
     settings = {
         "scratch": RLConfig(

@@ -312,6 +312,30 @@ def test_video_verification_replays_the_policy_in_the_full_world_model(reach_run
     assert rows[0]["verified"]["episodes"] == 2 and "verified" in rows[-1]  # before and after training
 
 
+def test_a_residual_is_charged_by_its_mean_square(recorded, world_model_dir):
+    """The trust region on the base: the same imagined step costs residual_weight x mean(a^2) more, where a
+    is the actor's residual output (clipped to +-5); a base-free env is never charged."""
+    model = WorldModel.from_pretrained(world_model_dir)
+    episodes = read_episodes(RLConfig(data=recorded[0].root, checkpoint=str(world_model_dir)), model)
+    action = np.zeros((2, 14), np.float32)
+    action[0, :2] = (1.0, -2.0)  # mean square (1 + 4) / 14
+    action[1, 0] = 9.0  # clipped to 5: 25 / 14
+    rewards = []
+    for weight in (0.0, 0.7):
+        base = load_policy(PolicyConfig(path=DEMONSTRATOR, kwargs={"skill": "noisy"}))
+        reward = RewardConfig(residual_weight=weight)
+        env = ImaginedEnv(model, episode_starts(episodes, model), 2, 4, reward, action="residual", base=base,
+                          check_physics=False)  # fmt: skip
+        env.reset()
+        rewards.append(env.step(action)[1])
+    np.testing.assert_allclose(rewards[0] - rewards[1], 0.7 * np.array([5 / 14, 25 / 14]), rtol=1e-5)
+    plain = ImaginedEnv(model, episode_starts(episodes, model), 2, 4, RewardConfig(residual_weight=0.7),
+                        check_physics=False)  # fmt: skip
+    free = ImaginedEnv(model, episode_starts(episodes, model), 2, 4, check_physics=False)
+    plain.reset(), free.reset()
+    np.testing.assert_array_equal(plain.step(action)[1], free.step(action)[1])
+
+
 def test_disagreement_below_the_data_floor_is_not_charged(recorded, world_model_dir):
     model = WorldModel.from_pretrained(world_model_dir)
     episodes = read_episodes(RLConfig(data=recorded[0].root, checkpoint=str(world_model_dir)), model)

@@ -11,10 +11,14 @@ members' mean minus `pessimism` stds, so that a state only some members believe 
 
     progress_weight * (P_t - P_{t-1}) + success_weight * S_t
     - uncertainty_weight * max(U_t - uncertainty_floor, 0) - violation_weight * V_t
+    - residual_weight * mean(a_t ** 2)    (residual actions only)
 
 P is the expected staged reward in 0..1 (the task's stages over the number of levels), S the success
 probability, U the ensemble disagreement, V the number of physics-checker violation types the imagined
-frame breaks (`robots/checker.py`, over the last few imagined frames and the commanded chunk). Or, for a
+frame breaks (`robots/checker.py`, over the last few imagined frames and the commanded chunk), a_t the
+actor's residual output (a trust region around the base policy, like the search's `deviation_weight`: the
+further an imagined correction strays from what the data shows, the likelier its predicted gain is the
+head's error). Or, for a
 `reach` task, minus the squared normalized distance of the predicted proprio to `reach_target` (a task
 whose answer is known, for tests).
 
@@ -69,13 +73,17 @@ class RewardConfig:
         0.5  # per frame left in the episode, charged on the frame that leaves the support
     )
     reach_target: tuple[float, ...] = ()  # raw proprio (S) the reach task drives towards
+    residual_weight: float = (
+        0.0  # residual actions: per mean squared actor output (a trust region on the base)
+    )
 
     def __post_init__(self) -> None:
         self.reach_target = tuple(self.reach_target)
         if self.task not in TASKS:
             raise ValueError(f"reward.task={self.task!r} must be one of {TASKS}.")
         for name in ("progress_weight", "success_weight", "uncertainty_weight", "violation_weight",
-                     "pessimism", "support_threshold", "support_penalty", "uncertainty_floor"):  # fmt: skip
+                     "pessimism", "support_threshold", "support_penalty", "uncertainty_floor",
+                     "residual_weight"):  # fmt: skip
             if not getattr(self, name) >= 0:
                 raise ValueError(f"reward.{name}={getattr(self, name)!r} must be >= 0.")
 
@@ -239,6 +247,8 @@ class ImaginedEnv(VecEnv):
             else torch.zeros_like(uncertainty) > 0
         )
         reward, progress, success = self._reward(decoded, uncertainty, violations, outside)
+        if self.base is not None and cfg.residual_weight:  # straying from the base costs, as in the search
+            reward = reward - cfg.residual_weight * change.pow(2).mean(-1)
         left = outside.cpu().numpy()
         done = (self.t >= self.horizon) | left
         rewards = reward.cpu().numpy().astype(np.float32)

@@ -20,9 +20,9 @@ it decides, for each env of the batch:
    chosen; the best `recheck_top` are imagined again with the video model, read by the judge and checked,
    and re-ranked on that; with `min_gain` a decision changes course (leaves the base plan, or the
    correction under way that the warm start carries on) only for a candidate whose score beats the
-   course's by more than that margin. The pessimism and the trust region are there because a search is an optimiser
-   against the model: with plain mean scores, the more candidates it tried, the surer it found one whose
-   predicted progress was the model's error (see README, "Physics checker and action search");
+   course's by more than that margin. The pessimism and the trust region are there because a search is an
+   optimiser against the model: with plain mean scores, the more candidates it tried, the surer it found
+   one whose predicted progress was the model's error (see README, "Physics checker and action search");
 4. **act**: between decisions each control step sends the base policy's action *at that step* (it still
    sees the real observations) plus the chosen candidate's offset for that step, clipped to the joint and
    gripper ranges, and replans.
