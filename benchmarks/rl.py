@@ -13,6 +13,8 @@
    success with Wilson intervals, and the imagined success of the same policy beside it (the gap); before
    and after training, 8 imagined episodes re-played with the video model and the judge say whether the
    head's verdict holds up in the full world model.
+5. With `--confirm_seed`, the policy before training and the final one also play `--episodes` episodes from
+   that seed's poses: a check on poses that no training decision (rounds, charges) was looked at on.
 
 No reference-world step is used for training: the recordings are the world model's training data
 (outputs/bench/data/train, `benchmarks/train_small.py` records them if missing). Prints a table and writes
@@ -42,6 +44,7 @@ from common import machine_info, print_table, write_json  # noqa: E402
 from r2s2r.rl.env import RewardConfig  # noqa: E402
 from r2s2r.rl.train import (  # noqa: E402
     RLConfig,
+    reference_eval,
     train_rl,
 )
 from r2s2r.rollout.policy import PolicyConfig  # noqa: E402
@@ -137,6 +140,10 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=100, help="reference-world episodes per evaluation")
     parser.add_argument("--eval_seed", type=int, default=2)
     parser.add_argument("--eval_every", type=int, default=5)
+    parser.add_argument(
+        "--confirm_seed", type=int, default=None,
+        help="also play the policies before and after training on this seed's poses (e.g. 1), at the end",
+    )  # fmt: skip
     parser.add_argument("--rounds_scratch", type=int, default=25)
     parser.add_argument("--rounds_finetune", type=int, default=20)
     parser.add_argument(
@@ -172,7 +179,7 @@ def main() -> None:
     if unknown:
         sys.exit(f"rl.py: error: --settings {unknown} unknown; choose from {sorted(settings)}")
     settings = {name: cfg for name, cfg in settings.items() if name in args.settings}
-    results, table, curves = {}, [], []
+    results, table, curves, confirmed = {}, [], [], []
     for name, cfg in settings.items():
         t0 = time.perf_counter()
         summary = train_rl(cfg)
@@ -186,6 +193,18 @@ def main() -> None:
         gain = 100 * (last["reference"]["all"]["rate"] - first["reference"]["all"]["rate"])
         results[name] = {"config": asdict(cfg), "progress": summary["progress"], "seconds_this_run": seconds,
                          "support_threshold": summary["support_threshold"], "verified": verified}  # fmt: skip
+        if args.confirm_seed is not None:
+            out = Path(cfg.output_dir)
+            confirm = {
+                when: reference_eval(out / folder, args.episodes, args.confirm_seed)
+                for when, folder in (("before", "initial_policy"), ("after", "policy"))
+            }
+            results[name]["confirm"] = {"seed": args.confirm_seed, **confirm}
+            confirmed.append([
+                name, args.confirm_seed, rate(confirm["before"]), rate(confirm["after"]),
+                rate(confirm["after"], "id"), rate(confirm["after"], "ood"),
+                f"{100 * (confirm['after']['all']['rate'] - confirm['before']['all']['rate']):+.0f}",
+            ])  # fmt: skip
         table.append([
             name, rate(first["reference"]), rate(last["reference"]), rate(last["reference"], "id"),
             rate(last["reference"], "ood"), f"{gain:+.0f}",
@@ -224,6 +243,12 @@ def main() -> None:
          "imagined success % (head)", "left support %", "judge success % (video)", "head-judge agreement %",
          "imagined frames"], table,
     )  # fmt: skip
+    if confirmed:
+        print_table(
+            f"The same policies on other poses ({args.episodes} episodes, --confirm_seed)",
+            ["setting", "seed", "before %", "after %", "after ID %", "after OOD %", "gain (points)"],
+            confirmed,
+        )  # fmt: skip
     plot_curves(results, Path(args.output_dir) / "curves.png")
     write_json(
         Path(args.out),
