@@ -77,7 +77,7 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument(
         "--min_gain", type=float, default=SearchConfig.min_gain,
-        help="keep the base plan unless the best candidate's score beats it by more than this",
+        help="change course (leave the base plan or the correction under way) only for a larger score gain",
     )  # fmt: skip
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1, help="initial poses (seed 0 is the rank logs')")

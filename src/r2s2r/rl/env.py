@@ -73,9 +73,7 @@ class RewardConfig:
         0.5  # per frame left in the episode, charged on the frame that leaves the support
     )
     reach_target: tuple[float, ...] = ()  # raw proprio (S) the reach task drives towards
-    residual_weight: float = (
-        0.0  # residual actions: per mean squared actor output (a trust region on the base)
-    )
+    residual_weight: float = 0.0  # residual actions: per mean squared actor output (trust region)
 
     def __post_init__(self) -> None:
         self.reach_target = tuple(self.reach_target)
