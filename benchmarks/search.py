@@ -15,6 +15,8 @@ Usage:
     python benchmarks/search.py --episodes 20 --candidates 1 16 --out /tmp/search.json  # a quick look
     python benchmarks/search.py --bases sloppy --candidates 1 16 --seed 2 \
         --output_dir outputs/bench/search_seed2 --out /tmp/search_seed2.json  # other episodes
+    python benchmarks/search.py --bases act_step_3000 --value act_step_3000=outputs/bench/value/act_3000
+        # with a base value fitted on the base's own rollouts (r2s2r-fit-value)
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -79,6 +81,14 @@ def main() -> None:
         "--min_gain", type=float, default=SearchConfig.min_gain,
         help="change course (leave the base plan or the correction under way) only for a larger score gain",
     )  # fmt: skip
+    parser.add_argument(
+        "--value", nargs="*", default=[], metavar="BASE=DIR",
+        help="a base value (r2s2r-fit-value on that base's episodes) for the search around BASE",
+    )  # fmt: skip
+    parser.add_argument(
+        "--value_weight", type=float, default=SearchConfig.value_weight,
+        help="score for the base value's odds of success at a candidate's end",
+    )  # fmt: skip
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1, help="initial poses (seed 0 is the rank logs')")
     parser.add_argument("--output_dir", default="outputs/bench/search_v3")
@@ -93,8 +103,11 @@ def main() -> None:
         checkpoint=args.checkpoint, horizon=args.horizon, deviation_weight=args.deviation_weight,
         uncertainty_weight=args.uncertainty_weight, pessimism=args.pessimism,
         arm_noise=args.arm_noise, gripper_noise=args.gripper_noise, warm_start=args.warm_start,
-        min_gain=args.min_gain,
+        min_gain=args.min_gain, value_weight=args.value_weight,
     )  # fmt: skip
+    values = dict(v.split("=", 1) for v in args.value)
+    if unknown := sorted(set(values) - set(args.bases)):
+        sys.exit(f"search.py: error: --value for {unknown}, which are not among --bases {args.bases}.")
     results, rows = {}, []
     for name in args.bases:
         path, kwargs = BASES[name]
@@ -103,7 +116,7 @@ def main() -> None:
                 f"search.py: error: no ACT checkpoint at {path}; `python benchmarks/zoo_act.py` trains it."
             )
         cfg = SearchEvalConfig(
-            base=PolicyConfig(path=path, kwargs=kwargs), search=search, candidates=tuple(args.candidates),
+            base=PolicyConfig(path=path, kwargs=kwargs), search=replace(search, value=values.get(name, "")), candidates=tuple(args.candidates),
             episodes=args.episodes, workers=args.workers, seed=args.seed,
             output=f"{args.output_dir}/{name}/episodes.jsonl",
         )  # fmt: skip

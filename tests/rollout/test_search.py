@@ -14,6 +14,7 @@ from r2s2r.robots.demonstrators import make_demonstrator
 from r2s2r.robots.spec import robot_spec
 from r2s2r.rollout.policy import PolicyConfig, load_policy, to_policy_batch
 from r2s2r.rollout.search import SearchConfig, SearchPolicy, fork_policy
+from r2s2r.rollout.value import BaseValue
 
 POSES = np.array([[0.05, 0.45, 0.05, 1, 0, 0, 0], [0.15, 0.55, 0.05, 1, 0, 0, 0]])
 
@@ -223,3 +224,50 @@ def test_a_gain_margin_keeps_the_base_plan_unless_a_candidate_beats_it_by_more(m
     assert all(d.chose_base.all() for d in search.decisions)
     assert torch.equal(held, play(world, make_demonstrator(skill="noisy", seed=3)))
     assert not torch.equal(free, held)
+
+
+def test_a_base_value_adds_the_odds_from_where_each_candidate_ends(model, world, tmp_path):
+    """With a base value, each candidate's score gains value_weight x the value's odds (members' mean) at the
+    state each head member imagines at the candidate's end, read at the control step it ends on; a zero
+    weight leaves every action as without a value."""
+    torch.manual_seed(1)
+    value = BaseValue("aloha", 14, 7, episode_steps=100, members=2, hidden=8)
+    value.save_pretrained(tmp_path / "value")
+    explore = dict(
+        num_candidates=8, horizon=2, iterations=1, arm_noise=0.05, pessimism=0.0, deviation_weight=0.0
+    )
+    plain = play(
+        world, SearchPolicy(make_demonstrator(skill="noisy", seed=3), model, SearchConfig(**explore))
+    )
+    cfg = SearchConfig(**explore, value=str(tmp_path / "value"), value_weight=0.0)
+    assert torch.equal(plain, play(world, SearchPolicy(make_demonstrator(skill="noisy", seed=3), model, cfg)))
+
+    only_value = SearchConfig(
+        num_candidates=8, horizon=2, value=str(tmp_path / "value"), value_weight=5.0, progress_weight=0.0,
+        success_weight=0.0, uncertainty_weight=0.0, violation_weight=0.0, deviation_weight=0.0, pessimism=0.0,
+    )  # fmt: skip
+    search = SearchPolicy(make_demonstrator(skill="noisy", seed=3), model, only_value)
+    batch = to_policy_batch(world.reset(POSES))
+    search.step = 7  # the candidates end 2 frames x 5 control steps later: step 17
+    state, env = search._state(batch), search._env(batch)
+    latent = model.state_head.encode(
+        search._frames(batch), model.norm("state", state), model.norm("env", env)
+    )
+    plan = search._within_limits(state[:, None].expand(2, 10, 14).clone())
+    offsets = 0.02 * torch.randn(3, 2, 10, 14, generator=torch.Generator().manual_seed(0))
+    score, refused = search._score(latent, state, env, plan, offsets)
+    assert not refused.any()
+    with torch.no_grad():  # the same by hand: roll the head over each candidate, read the value at its end
+        z, flat = latent.repeat(3, 1), (plan + offsets).reshape(6, 10, 14)
+        for h in range(2):
+            z = model.state_head.step(z, model.norm_chunks(flat[:, 5 * h : 5 * (h + 1)]))
+        decoded = model.state_head.decode(z)
+        ends = model.unnorm("state", decoded["state"]), model.unnorm("env", decoded["env_state"])  # (6,M,·)
+        odds = value(ends[0].flatten(0, 1), ends[1].flatten(0, 1), torch.full((6 * 3,), 17))
+        expected = 5.0 * odds.mean(0).reshape(6, 3).mean(1).reshape(3, 2)
+        later = value(ends[0].flatten(0, 1), ends[1].flatten(0, 1), torch.full((6 * 3,), 90))
+    assert torch.allclose(score, expected, atol=1e-5)
+    assert expected.std() > 0  # the candidates end in different places, which the odds tell apart
+    assert not torch.allclose(later, odds)  # and the time left is part of what the value reads
+    with pytest.raises(FileNotFoundError, match="r2s2r-fit-value"):
+        SearchPolicy(make_demonstrator(), model, SearchConfig(value=str(tmp_path / "none")))

@@ -14,7 +14,8 @@ it decides, for each env of the batch:
    left) can persist over decisions instead of starting from zero each time (as MPC warm starts do);
 2. **simulate** every candidate with the state-dynamics head in one batch, never decoding pixels;
 3. **evaluate**: score = predicted progress (staged reward) + success, taken per ensemble member and
-   combined pessimistically (mean - `pessimism` x std), - uncertainty (ensemble disagreement) - physics
+   combined pessimistically (mean - `pessimism` x std), + with a base `value` the odds of eventual success
+   from where each member leaves the robot (so a short horizon still sees beyond itself), - uncertainty (ensemble disagreement) - physics
    violations of the predicted trajectory (`robots/checker.py`) - a trust-region charge on the distance
    from the base plan; a candidate whose commands leave the robot's joint or gripper range is never
    chosen; the best `recheck_top` are imagined again with the video model, read by the judge and checked,
@@ -47,6 +48,7 @@ from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.robots.checker import PhysicsChecker
 from r2s2r.robots.spec import robot_spec
 from r2s2r.rollout.policy import Policy, PolicyConfig, load_policy
+from r2s2r.rollout.value import BaseValue
 from r2s2r.rollout.world_model_env import WorldModelEnv
 
 
@@ -72,6 +74,10 @@ class SearchConfig:
     pessimism: float = 2.0  # progress + success is the ensemble members' mean minus this many stds
     deviation_weight: float = 0.3  # penalty per mean squared offset from the base plan, in noise stds
     warm_start: bool = True  # also try the last decision's offsets, moved on, and centre CEM on them
+    value: str = ""  # a base value (rollout/value.py, r2s2r-fit-value) fitted on the base policy's episodes:
+    # each candidate also scores value_weight x the odds of success from where it ends, so a 0.4 s horizon
+    # can tell a reach that will close on the cube from one that will miss it; "" = none
+    value_weight: float = 4.0  # score for the base value's odds of success at a candidate's end
     min_gain: float = 0.0  # change course (from the base plan or the correction under way) only for more
     time_budget: float = 0.0  # s per decision; CEM stops when it is spent (0 = no limit, deterministic)
     seed: int = 0  # noise of decision d in episode batch e: (seed, e, d)
@@ -93,7 +99,7 @@ class SearchConfig:
             if not ok:
                 raise ValueError(f"SearchConfig.{name}={getattr(self, name)!r} is out of range; see --help.")
         for name in ("arm_noise", "gripper_noise", "progress_weight", "success_weight",
-                     "uncertainty_weight", "violation_weight"):  # fmt: skip
+                     "uncertainty_weight", "violation_weight", "value_weight"):  # fmt: skip
             if not getattr(self, name) >= 0:
                 raise ValueError(f"SearchConfig.{name}={getattr(self, name)!r} must be >= 0.")
 
@@ -145,6 +151,12 @@ class SearchPolicy:
         self.noise = torch.full((mc.action_dim,), self.cfg.arm_noise)
         self.noise[list(spec.gripper_indices)] = self.cfg.gripper_noise
         self.levels = torch.arange(mc.reward_levels, dtype=torch.float32, device=self.cfg.device)
+        self.value = BaseValue.from_pretrained(self.cfg.value) if self.cfg.value else None
+        if self.value is not None and not mc.env_state_dim:
+            raise ValueError(
+                f"value={self.cfg.value} reads the object pose, which the world model does not predict "
+                "(env_state_dim=0); search without a value or with a model that has object state."
+            )
         self.name = f"search(N={self.cfg.num_candidates}):{getattr(base, 'name', type(base).__name__)}"
         self.episodes = 0  # episode batches started (reset calls): part of the noise seed
         self.decisions: list[Decision] = []
@@ -338,6 +350,12 @@ class SearchPolicy:
         flags = self.checker.check(trajectory, self.frame_dt, env_states=objects).flags[:, 1:]
         violations = torch.from_numpy(flags.sum(axis=(1, 2))).float()
         value = cfg.progress_weight * progress + cfg.success_weight * success  # (N*B,M) per member
+        if self.value is not None:  # where each member leaves the robot, judged by the base's odds from there
+            at = model.unnorm("state", decoded["state"]).flatten(0, 1).cpu()  # (N*B*M,S)
+            env_at = model.unnorm("env", decoded["env_state"]).flatten(0, 1).cpu()
+            step = torch.full((len(at),), self.step + self.plan_steps)
+            odds = self.value(at, env_at, step).mean(0).reshape(N * B, M)
+            value = value + cfg.value_weight * odds
         value = value.mean(1) - cfg.pessimism * value.std(1, unbiased=False)
         score = value.reshape(N, B) - self._penalties(
             offsets, uncertainty.reshape(N, B), violations.reshape(N, B)
