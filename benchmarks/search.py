@@ -116,7 +116,8 @@ def main() -> None:
                 f"search.py: error: no ACT checkpoint at {path}; `python benchmarks/zoo_act.py` trains it."
             )
         cfg = SearchEvalConfig(
-            base=PolicyConfig(path=path, kwargs=kwargs), search=replace(search, value=values.get(name, "")), candidates=tuple(args.candidates),
+            base=PolicyConfig(path=path, kwargs=kwargs), search=replace(search, value=values.get(name, "")),
+            candidates=tuple(args.candidates),
             episodes=args.episodes, workers=args.workers, seed=args.seed,
             output=f"{args.output_dir}/{name}/episodes.jsonl",
         )  # fmt: skip

@@ -24,7 +24,8 @@ def sloppy(tmp_path_factory):
     summary = record(
         RecordConfig(
             root=str(root), num_episodes=8, episode_length=400, distribution="mixed", seed=3,
-            world=WorldConfig(num_envs=8, cameras=()), policy=PolicyConfig(path=DEMONSTRATOR, kwargs={"skill": "sloppy"}),
+            world=WorldConfig(num_envs=8, cameras=()),
+            policy=PolicyConfig(path=DEMONSTRATOR, kwargs={"skill": "sloppy"}),
         )
     )  # fmt: skip
     return str(root), [e["success"] for e in summary.episodes]

@@ -15,9 +15,9 @@ it decides, for each env of the batch:
 2. **simulate** every candidate with the state-dynamics head in one batch, never decoding pixels;
 3. **evaluate**: score = predicted progress (staged reward) + success, taken per ensemble member and
    combined pessimistically (mean - `pessimism` x std), + with a base `value` the odds of eventual success
-   from where each member leaves the robot (so a short horizon still sees beyond itself), - uncertainty (ensemble disagreement) - physics
-   violations of the predicted trajectory (`robots/checker.py`) - a trust-region charge on the distance
-   from the base plan; a candidate whose commands leave the robot's joint or gripper range is never
+   from where each member leaves the robot (so a short horizon still sees beyond itself), - uncertainty
+   (ensemble disagreement) - physics violations of the predicted trajectory (`robots/checker.py`) - a
+   trust-region charge on the distance from the base plan; a candidate whose commands leave the robot's joint or gripper range is never
    chosen; the best `recheck_top` are imagined again with the video model, read by the judge and checked,
    and re-ranked on that; with `min_gain` a decision changes course (leaves the base plan, or the
    correction under way that the warm start carries on) only for a candidate whose score beats the

@@ -62,7 +62,7 @@ class ValueConfig:
 
 
 class BaseValue(nn.Module):
-    """Ensemble value (M members): raw proprio (B,S), object pose (B,E), control step (B,) -> P(success) (M,B)."""
+    """Ensemble value of M members: raw proprio (B,S), object pose (B,E), control step (B,) -> odds (M,B)."""
 
     def __init__(
         self, robot: str, state_dim: int, env_dim: int, episode_steps: int, members: int, hidden: int
@@ -84,7 +84,8 @@ class BaseValue(nn.Module):
         self.register_buffer("std", torch.ones(width))
         self.members = nn.ModuleList(
             nn.Sequential(
-                nn.Linear(width, hidden), nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, 1)
+                nn.Linear(width, hidden), nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU(),
+                nn.Linear(hidden, 1),
             )
             for _ in range(members)
         )  # fmt: skip

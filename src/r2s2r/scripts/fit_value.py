@@ -27,9 +27,8 @@ from r2s2r.scripts import cli
 
 def fit_main(cfg: ValueConfig) -> int:
     _, report = fit_value(cfg)
-    print(
-        f"fitted on {report['episodes']} episodes ({report['states']} states), success {100 * report['success_rate']:.0f} %"
-    )
+    rate = 100 * report["success_rate"]
+    print(f"fitted on {report['episodes']} episodes ({report['states']} states), success {rate:.0f} %")
     if "heldout" in report:
         h = report["heldout"]
         print(
