@@ -17,8 +17,8 @@ it decides, for each env of the batch:
    combined pessimistically (mean - `pessimism` x std), + with a base `value` the odds of eventual success
    from where each member leaves the robot (so a short horizon still sees beyond itself), - uncertainty
    (ensemble disagreement) - physics violations of the predicted trajectory (`robots/checker.py`) - a
-   trust-region charge on the distance from the base plan; a candidate whose commands leave the robot's joint or gripper range is never
-   chosen; the best `recheck_top` are imagined again with the video model, read by the judge and checked,
+   trust-region charge on the distance from the base plan; a candidate whose commands leave the robot's
+   joint or gripper range is never chosen; the best `recheck_top` are imagined again with the video model, read by the judge and checked,
    and re-ranked on that; with `min_gain` a decision changes course (leaves the base plan, or the
    correction under way that the warm start carries on) only for a candidate whose score beats the
    course's by more than that margin. The pessimism and the trust region are there because a search is an
