@@ -18,12 +18,13 @@ it decides, for each env of the batch:
    from where each member leaves the robot (so a short horizon still sees beyond itself), - uncertainty
    (ensemble disagreement) - physics violations of the predicted trajectory (`robots/checker.py`) - a
    trust-region charge on the distance from the base plan; a candidate whose commands leave the robot's
-   joint or gripper range is never chosen; the best `recheck_top` are imagined again with the video model, read by the judge and checked,
-   and re-ranked on that; with `min_gain` a decision changes course (leaves the base plan, or the
-   correction under way that the warm start carries on) only for a candidate whose score beats the
-   course's by more than that margin. The pessimism and the trust region are there because a search is an
-   optimiser against the model: with plain mean scores, the more candidates it tried, the surer it found
-   one whose predicted progress was the model's error (see README, "Physics checker and action search");
+   joint or gripper range is never chosen; the best `recheck_top` are imagined again with the video model,
+   read by the judge and checked, and re-ranked on that; with `min_gain` a decision changes course (leaves
+   the base plan, or the correction under way that the warm start carries on) only for a candidate whose
+   score beats the course's by more than that margin. The pessimism and the trust region are there because
+   a search is an optimiser against the model: with plain mean scores, the more candidates it tried, the
+   surer it found one whose predicted progress was the model's error (see README, "Physics checker and
+   action search");
 4. **act**: between decisions each control step sends the base policy's action *at that step* (it still
    sees the real observations) plus the chosen candidate's offset for that step, clipped to the joint and
    gripper ranges, and replans.
