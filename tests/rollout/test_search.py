@@ -227,9 +227,9 @@ def test_a_gain_margin_keeps_the_base_plan_unless_a_candidate_beats_it_by_more(m
 
 
 def test_a_base_value_adds_the_odds_from_where_each_candidate_ends(model, world, tmp_path):
-    """With a base value, each candidate's score gains value_weight x the value's odds (members' mean) at the
-    state each head member imagines at the candidate's end, read at the control step it ends on; a zero
-    weight leaves every action as without a value."""
+    """With a base value, each candidate's score gains value_weight x the value's odds (its members' mean -
+    pessimism x std) at the state each head member imagines at the candidate's end, read at the control step
+    it ends on; a zero weight leaves every action as without a value."""
     torch.manual_seed(1)
     value = BaseValue("aloha", 14, 7, episode_steps=100, members=2, hidden=8)
     value.save_pretrained(tmp_path / "value")
@@ -244,7 +244,7 @@ def test_a_base_value_adds_the_odds_from_where_each_candidate_ends(model, world,
 
     only_value = SearchConfig(
         num_candidates=8, horizon=2, value=str(tmp_path / "value"), value_weight=5.0, progress_weight=0.0,
-        success_weight=0.0, uncertainty_weight=0.0, violation_weight=0.0, deviation_weight=0.0, pessimism=0.0,
+        success_weight=0.0, uncertainty_weight=0.0, violation_weight=0.0, deviation_weight=0.0, pessimism=0.5,
     )  # fmt: skip
     search = SearchPolicy(make_demonstrator(skill="noisy", seed=3), model, only_value)
     batch = to_policy_batch(world.reset(POSES))
@@ -264,7 +264,9 @@ def test_a_base_value_adds_the_odds_from_where_each_candidate_ends(model, world,
         decoded = model.state_head.decode(z)
         ends = model.unnorm("state", decoded["state"]), model.unnorm("env", decoded["env_state"])  # (6,M,·)
         odds = value(ends[0].flatten(0, 1), ends[1].flatten(0, 1), torch.full((6 * 3,), 17))
-        expected = 5.0 * odds.mean(0).reshape(6, 3).mean(1).reshape(3, 2)
+        per_member = (odds.mean(0) - 0.5 * odds.std(0, unbiased=False)).reshape(6, 3)  # (N*B, head members)
+        total = 5.0 * per_member
+        expected = (total.mean(1) - 0.5 * total.std(1, unbiased=False)).reshape(3, 2)
         later = value(ends[0].flatten(0, 1), ends[1].flatten(0, 1), torch.full((6 * 3,), 90))
     assert torch.allclose(score, expected, atol=1e-5)
     assert expected.std() > 0  # the candidates end in different places, which the odds tell apart

@@ -355,8 +355,10 @@ class SearchPolicy:
             at = model.unnorm("state", decoded["state"]).flatten(0, 1).cpu()  # (N*B*M,S)
             env_at = model.unnorm("env", decoded["env_state"]).flatten(0, 1).cpu()
             step = torch.full((len(at),), self.step + self.plan_steps)
-            odds = self.value(at, env_at, step).mean(0).reshape(N * B, M)
-            value = value + cfg.value_weight * odds
+            odds = self.value(at, env_at, step)  # (V,N*B*M) per value member
+            # where the value's members disagree (states unlike the base's episodes) its odds are discounted
+            odds = odds.mean(0) - cfg.pessimism * odds.std(0, unbiased=False)
+            value = value + cfg.value_weight * odds.reshape(N * B, M)
         value = value.mean(1) - cfg.pessimism * value.std(1, unbiased=False)
         score = value.reshape(N, B) - self._penalties(
             offsets, uncertainty.reshape(N, B), violations.reshape(N, B)
