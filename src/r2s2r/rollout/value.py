@@ -20,7 +20,7 @@ Example:
 from __future__ import annotations
 
 import json
-import os
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 
+from r2s2r.data.commit import replace_directory
 from r2s2r.data.reader import ClipConfig, ClipDataset
 from r2s2r.robots.kinematics import GraspKinematics
 from r2s2r.robots.spec import robot_spec
@@ -120,18 +121,15 @@ class BaseValue(nn.Module):
     def save_pretrained(self, directory: str | Path, report: dict | None = None) -> None:
         """config.json + model.safetensors (+ fit.json), written to a temp folder and renamed into place."""
         directory = Path(directory)
-        tmp = directory.with_name(directory.name + ".tmp")
-        tmp.mkdir(parents=True, exist_ok=True)
+        tmp = directory.with_name(f".{directory.name}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
         (tmp / "config.json").write_text(json.dumps({"kind": "base_value", **self.meta}, indent=2))
         weights = {k: v.contiguous() for k, v in self.state_dict().items()}
         save_file(weights, str(tmp / "model.safetensors"))
         if report is not None:
             (tmp / "fit.json").write_text(json.dumps(report, indent=2))
-        if directory.exists():
-            for f in directory.iterdir():
-                f.unlink()
-            directory.rmdir()
-        os.replace(tmp, directory)
+        replace_directory(tmp, directory)
 
     @classmethod
     def from_pretrained(cls, directory: str | Path) -> BaseValue:
@@ -187,8 +185,8 @@ def fit_value(cfg: ValueConfig) -> tuple[BaseValue, dict]:
     episodes = len(data["steps"])
     rng = np.random.default_rng(cfg.seed)
     order = rng.permutation(episodes)
-    kept = order[int(round(cfg.heldout * episodes)) :]
-    out = set(order[: int(round(cfg.heldout * episodes))].tolist())
+    split = int(round(cfg.heldout * episodes))
+    out, kept = order[:split], order[split:]
     torch.manual_seed(cfg.seed)
     value = BaseValue(
         cfg.robot,
@@ -202,7 +200,7 @@ def fit_value(cfg: ValueConfig) -> tuple[BaseValue, dict]:
         torch.from_numpy(data["state"]), torch.from_numpy(data["env"]), torch.from_numpy(data["step"])
     )
     labels = torch.from_numpy(data["success"]).float()
-    fit_rows = np.flatnonzero(~np.isin(data["episode"], list(out)))
+    fit_rows = np.flatnonzero(np.isin(data["episode"], kept))
     value.mean.copy_(feats[fit_rows].mean(0))
     value.std.copy_(feats[fit_rows].std(0).clamp_min(1e-4))
     by_episode = {ep: np.flatnonzero(data["episode"] == ep) for ep in kept}
@@ -222,8 +220,8 @@ def fit_value(cfg: ValueConfig) -> tuple[BaseValue, dict]:
             sched.step()
     value.eval()
     report = {"episodes": episodes, "states": len(labels), "success_rate": float(data["success"].mean())}
-    if out:
-        rows = np.flatnonzero(np.isin(data["episode"], list(out)))
+    if len(out):
+        rows = np.flatnonzero(np.isin(data["episode"], out))
         with torch.no_grad():
             p = value.logits(feats[rows]).sigmoid().mean(0).numpy()
         y = data["success"][rows]

@@ -4,7 +4,7 @@ Examples:
     r2s2r-record --root=outputs/rollouts/act_3000 --policy.path=outputs/zoo/act/step_3000 \\
         --num_episodes=128 --world.cameras='[]'
     r2s2r-fit-value --data='[outputs/rollouts/act_3000]' --output_dir=outputs/value/act_3000
-    r2s2r-search --policy.path=outputs/zoo/act/step_3000 --search.value=outputs/value/act_3000 ...
+    r2s2r-search --base.path=outputs/zoo/act/step_3000 --search.value=outputs/value/act_3000 ...
 
 The search imagines each candidate a short horizon ahead (0.4 s by default); over so short a horizon the
 staged reward cannot tell a reach that will miss the cube from one that will close on it. The value reads
