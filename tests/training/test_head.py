@@ -116,6 +116,42 @@ def test_a_carried_pose_stays_put_when_the_head_predicts_no_change(tracks):
     torch.testing.assert_close(decoded["env_state"], env[:, None].expand(-1, cfg.ensemble, -1))
 
 
+def test_arm_targets_end_each_frame_at_the_commanded_arm_joints_and_switch_on_for_a_saved_head(tmp_path):
+    """`head_arm_targets`: after a step the arm joints are exactly the chunk's last target, re-read in
+    proprio's normalization; the grippers (6, 13) and the latent are what the same weights give without
+    it. It adds no weights: a head saved without it loads with it switched on in config.json."""
+    torch.manual_seed(0)
+    cfg = WorldModelConfig.tiny(env_state_dim=7)
+    model = WorldModel(cfg)
+    model.set_stats({
+        "action": {"mean": torch.full((14,), 0.3), "std": torch.full((14,), 2.0)},
+        "observation.state": {"mean": torch.full((14,), -0.1), "std": torch.full((14,), 0.5)},
+    })  # fmt: skip
+    model.save_pretrained(tmp_path / "plain")
+    config = json.loads((tmp_path / "plain" / "config.json").read_text())
+    assert config["head_arm_targets"] is False
+    (tmp_path / "arms").mkdir()
+    (tmp_path / "arms" / "config.json").write_text(json.dumps({**config, "head_arm_targets": True}))
+    (tmp_path / "arms" / "model.safetensors").write_bytes((tmp_path / "plain" / "model.safetensors").read_bytes())
+    plain, arms = (WorldModel.from_pretrained(tmp_path / n) for n in ("plain", "arms"))
+    assert arms.state_head.arm_targets and not plain.state_head.arm_targets
+    frames = torch.rand(3, cfg.num_views, 3, cfg.image_height, cfg.image_width) * 2 - 1
+    state, env = torch.randn(3, cfg.state_dim), torch.randn(3, cfg.env_state_dim)
+    chunk = torch.randn(3, cfg.chunk_dim)
+    with torch.no_grad():
+        latent = plain.state_head.encode(frames, state, env)
+        a, b = plain.state_head.step(latent, chunk), arms.state_head.step(latent, chunk)
+    L, S = cfg.latent_dim, cfg.state_dim
+    target = chunk.view(3, cfg.frame_stride, cfg.action_dim)[:, -1] * 2.0 + 0.3  # raw joint targets
+    expected = (target + 0.1) / 0.5  # in proprio's normalization
+    arm = [i for i in range(14) if i not in (6, 13)]
+    torch.testing.assert_close(b[..., L + torch.tensor(arm)], expected[:, None, arm].expand(-1, cfg.ensemble, -1))
+    assert not torch.allclose(a[..., L + torch.tensor(arm)], b[..., L + torch.tensor(arm)])
+    torch.testing.assert_close(b[..., L + 6], a[..., L + 6])  # grippers: as learnt
+    torch.testing.assert_close(b[..., L + 13], a[..., L + 13])
+    torch.testing.assert_close(b[..., :L], a[..., :L])
+
+
 def test_encoding_without_a_pose_is_encoding_it_hidden_and_a_wrong_pose_is_refused(recorded):
     model, episodes = _tiny_on(recorded)
     frames, state, env = _start(model, episodes)

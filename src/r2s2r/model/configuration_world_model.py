@@ -20,6 +20,7 @@ from pathlib import Path
 PRE_FIELD_DEFAULTS = {
     "head_reads_objects": False, "head_carries_state": False, "head_kinematics": False,
     "head_tracks_commands": False, "head_still_mode": False, "head_mode_grippers": False,
+    "head_arm_targets": False,
 }  # fmt: skip
 
 
@@ -84,6 +85,12 @@ class WorldModelConfig:
     # learnt change (position-controlled joints track their targets), not as the last proprio plus one.
     # Off by default: the last target alone lands half as far from the next grasp point as the kinematic
     # head's own guess (0.6 vs 1.2 cm), but the head trained with it ranked the zoo worse (benchmarks/head.py)
+    head_arm_targets: bool = False  # with carried proprio and joint-target actions: every imagined frame ends
+    # with the arm joints exactly at the chunk's last commanded target, nothing learnt (the grippers still
+    # learn theirs: one shut on a cube stops at its width). Position-controlled arms reach their targets
+    # within a frame: 0.3 cm at the grasp point in the recordings, where the learnt change drifted 1.2-1.5
+    # cm, as much as the grasp offsets that decide whether a lift holds. Weights are unchanged by it, so it
+    # can be switched on for a trained head (config.json)
     head_reads_cameras: bool = True  # the head's encoder reads the views through its conv trunk. False: a
     # head over proprio and the observed object pose only (it needs observation.environment_state), which
     # refines and evaluates on state-only recordings (no video rendered or decoded), 100x cheaper to record

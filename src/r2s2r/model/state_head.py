@@ -106,6 +106,20 @@ class StateDynamicsHead(nn.Module):
         for name, dim in scales.items():
             self.register_buffer(f"{name}_mean", torch.zeros(dim))
             self.register_buffer(f"{name}_std", torch.ones(dim))
+        # With `head_arm_targets` the arm joints end each frame at their last target. It adds no weights,
+        # so a trained head can switch it on: the scales it needs beyond the saved ones are not saved (the
+        # model re-copies them from its own normalization when it loads).
+        self.arm_targets = bool(cfg.head_arm_targets and C and cfg.state_dim == cfg.action_dim)
+        if self.arm_targets:
+            from r2s2r.robots.spec import robot_spec
+
+            grippers = set(robot_spec(cfg.robot).gripper_indices)
+            arms = torch.tensor([i for i in range(cfg.state_dim) if i not in grippers])
+            self.register_buffer("arm_index", arms, persistent=False)
+            for name, dim in (("joint", cfg.state_dim), ("command", cfg.action_dim)):
+                if name not in scales:
+                    self.register_buffer(f"{name}_mean", torch.zeros(dim), persistent=False)
+                    self.register_buffer(f"{name}_std", torch.ones(dim), persistent=False)
         # With `head_mode_grippers` each mode after the first also predicts its own gripper openings.
         self.mode_grippers = bool(cfg.head_mode_grippers and self.modes > 1)
         if self.mode_grippers:
@@ -261,6 +275,11 @@ class StateDynamicsHead(nn.Module):
             target = last * self.command_std + self.command_mean
             state = ((target - self.joint_mean) / self.joint_std)[:, None].expand_as(state)
         before, state = state, state + change[..., L : L + S]
+        if self.arm_targets:  # the arms end the frame at their last target; the grippers as learnt
+            last = chunk.unflatten(-1, (self.cfg.frame_stride, -1))[:, -1]
+            target = ((last * self.command_std + self.command_mean) - self.joint_mean) / self.joint_std
+            arms = target[:, None].index_select(-1, self.arm_index).expand(*state.shape[:-1], -1)
+            state = state.index_copy(-1, self.arm_index, arms)
         if not E:
             return z, state, None, None, None
         base = latent[..., None, L + S :].expand(*latent.shape[:-1], K, E)
