@@ -132,7 +132,9 @@ def test_arm_targets_end_each_frame_at_the_commanded_arm_joints_and_switch_on_fo
     assert config["head_arm_targets"] is False
     (tmp_path / "arms").mkdir()
     (tmp_path / "arms" / "config.json").write_text(json.dumps({**config, "head_arm_targets": True}))
-    (tmp_path / "arms" / "model.safetensors").write_bytes((tmp_path / "plain" / "model.safetensors").read_bytes())
+    (tmp_path / "arms" / "model.safetensors").write_bytes(
+        (tmp_path / "plain" / "model.safetensors").read_bytes()
+    )
     plain, arms = (WorldModel.from_pretrained(tmp_path / n) for n in ("plain", "arms"))
     assert arms.state_head.arm_targets and not plain.state_head.arm_targets
     frames = torch.rand(3, cfg.num_views, 3, cfg.image_height, cfg.image_width) * 2 - 1
@@ -141,11 +143,13 @@ def test_arm_targets_end_each_frame_at_the_commanded_arm_joints_and_switch_on_fo
     with torch.no_grad():
         latent = plain.state_head.encode(frames, state, env)
         a, b = plain.state_head.step(latent, chunk), arms.state_head.step(latent, chunk)
-    L, S = cfg.latent_dim, cfg.state_dim
+    L = cfg.latent_dim
     target = chunk.view(3, cfg.frame_stride, cfg.action_dim)[:, -1] * 2.0 + 0.3  # raw joint targets
     expected = (target + 0.1) / 0.5  # in proprio's normalization
     arm = [i for i in range(14) if i not in (6, 13)]
-    torch.testing.assert_close(b[..., L + torch.tensor(arm)], expected[:, None, arm].expand(-1, cfg.ensemble, -1))
+    torch.testing.assert_close(
+        b[..., L + torch.tensor(arm)], expected[:, None, arm].expand(-1, cfg.ensemble, -1)
+    )
     assert not torch.allclose(a[..., L + torch.tensor(arm)], b[..., L + torch.tensor(arm)])
     torch.testing.assert_close(b[..., L + 6], a[..., L + 6])  # grippers: as learnt
     torch.testing.assert_close(b[..., L + 13], a[..., L + 13])

@@ -69,6 +69,7 @@ class RefineConfig:
     pose_modes: int = 0  # free object-pose modes of the refined head (head_pose_modes); 0: the checkpoint's
     kinematics: bool = True  # relate the object to the grippers (head_kinematics); False: a pose-only head
     tracks_commands: bool = False  # next proprio from the last joint target (head_tracks_commands)
+    arm_targets: bool = False  # the arm joints end each frame at their last target (head_arm_targets)
     still_mode: bool = False  # a pose mode that keeps the object exactly where it is (head_still_mode)
     mode_grippers: bool = False  # each pose mode predicts its own gripper openings (head_mode_grippers)
     cameras: bool = (
@@ -131,6 +132,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
         fields_ = {
             "head_kinematics": cfg.kinematics,
             "head_tracks_commands": cfg.tracks_commands,
+            "head_arm_targets": cfg.arm_targets,
             "head_still_mode": cfg.still_mode,
             "head_mode_grippers": cfg.mode_grippers,
             "head_reads_cameras": cfg.cameras,
