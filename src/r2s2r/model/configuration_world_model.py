@@ -15,6 +15,8 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from r2s2r.data.commit import atomic_write_text
+
 # Fields added after checkpoints were published, with the value that reproduces what those checkpoints
 # were trained as: a config.json that lacks one loads with this value, not the current default.
 PRE_FIELD_DEFAULTS = {
@@ -190,7 +192,7 @@ class WorldModelConfig:
         return d
 
     def save(self, directory: str | Path) -> None:
-        Path(directory, "config.json").write_text(json.dumps(self.to_dict(), indent=2))
+        atomic_write_text(Path(directory, "config.json"), json.dumps(self.to_dict(), indent=2))
 
     @classmethod
     def load(cls, directory: str | Path) -> WorldModelConfig:

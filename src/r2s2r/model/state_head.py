@@ -271,15 +271,11 @@ class StateDynamicsHead(nn.Module):
             return z, None, None, None, None
         state = latent[..., L : L + S]
         if self.tracks:  # position-controlled joints end the frame near their last target
-            last = chunk.unflatten(-1, (self.cfg.frame_stride, -1))[:, -1]
-            target = last * self.command_std + self.command_mean
-            state = ((target - self.joint_mean) / self.joint_std)[:, None].expand_as(state)
+            state = self._last_target(chunk)[:, None].expand_as(state)
         before, state = state, state + change[..., L : L + S]
         if self.arm_targets:  # the arms end the frame at their last target; the grippers as learnt
-            last = chunk.unflatten(-1, (self.cfg.frame_stride, -1))[:, -1]
-            target = ((last * self.command_std + self.command_mean) - self.joint_mean) / self.joint_std
-            arms = target[:, None].index_select(-1, self.arm_index).expand(*state.shape[:-1], -1)
-            state = state.index_copy(-1, self.arm_index, arms)
+            arms = self._last_target(chunk)[:, None].index_select(-1, self.arm_index)
+            state = state.index_copy(-1, self.arm_index, arms.expand(*state.shape[:-1], -1))
         if not E:
             return z, state, None, None, None
         base = latent[..., None, L + S :].expand(*latent.shape[:-1], K, E)
@@ -300,6 +296,11 @@ class StateDynamicsHead(nn.Module):
             shared, start = state[..., self.gripper_index], before[..., self.gripper_index]  # (B,M,n)
             grips = torch.cat([shared[..., None, :], start[..., None, :] + own], dim=-2)
         return z, state, poses, logits, grips
+
+    def _last_target(self, chunk: torch.Tensor) -> torch.Tensor:
+        """The chunk's (B,C) last commanded joint targets (B,S), in proprio's normalization."""
+        last = chunk.unflatten(-1, (self.cfg.frame_stride, -1))[:, -1]
+        return (last * self.command_std + self.command_mean - self.joint_mean) / self.joint_std
 
     def _with_grips(self, state: torch.Tensor, grips: torch.Tensor | None, pick: torch.Tensor):
         """The state (B,M,S) with the picked mode's gripper openings (grips (B,M,K,n), pick (B,M))."""
