@@ -147,6 +147,7 @@ def main() -> None:
     parser.add_argument("--floor_per_split", type=int, default=50, help="episodes per split, second real run")
     parser.add_argument("--output_dir", default="outputs/bench/rank")
     parser.add_argument("--workers", type=int, default=2, help="recording processes and Ray workers")
+    parser.add_argument("--seed", type=int, default=0, help="imagination's sampling noise (the logs keep theirs)")
     parser.add_argument(
         "--state_only", action="store_true",
         help="logs without cameras (proprio, actions, cube pose), ranked on the state-head path only: "
@@ -186,7 +187,7 @@ def main() -> None:
                 checkpoint=args.world_model, logs_dir=str(out / "logs"), policies=str(out / "zoo.json"),
                 samples_per_start=samples, render=render, batch_size=20, workers=args.workers,
                 sampling_steps=args.sampling_steps if render else 0,
-                output_dir=str(out / label), videos=2 if render else 0,
+                output_dir=str(out / label), videos=2 if render else 0, seed=args.seed,
             )
         )  # fmt: skip
         seconds = time.perf_counter() - start
