@@ -147,7 +147,7 @@ def main() -> None:
     parser.add_argument("--floor_per_split", type=int, default=50, help="episodes per split, second real run")
     parser.add_argument("--output_dir", default="outputs/bench/rank")
     parser.add_argument("--workers", type=int, default=2, help="recording processes and Ray workers")
-    parser.add_argument("--seed", type=int, default=0, help="imagination's sampling noise (the logs keep theirs)")
+    parser.add_argument("--seed", type=int, default=0, help="imagination noise (logs keep theirs)")
     parser.add_argument(
         "--state_only", action="store_true",
         help="logs without cameras (proprio, actions, cube pose), ranked on the state-head path only: "
