@@ -244,10 +244,10 @@ def test_kinematic_head_carries_the_cube_rigidly_with_the_gripper(clips):
     moved = home.clone()
     moved[:6] += torch.tensor([0.2, 0.1, -0.15, 0.3, 0.2, -0.4])  # the left arm moves, the right does not
 
-    def grasp(state):  # MuJoCo: left grasp point and gripper orientation
+    def grasp(state, link="vx300s_left/gripper_link"):  # MuJoCo: a grasp point and gripper orientation
         checker.data.qpos[:] = checker.qpos(state.double().numpy()[None])[0]
         mujoco.mj_kinematics(checker.model, checker.data)
-        body = checker.model.body("vx300s_left/gripper_link").id
+        body = checker.model.body(link).id
         rot = checker.data.xmat[body].reshape(3, 3).copy()  # MjData's arrays change with the next call
         return checker.data.xpos[body] + rot @ [0.12, 0, 0], rot
 
@@ -261,15 +261,32 @@ def test_kinematic_head_carries_the_cube_rigidly_with_the_gripper(clips):
         latent = torch.cat([torch.zeros(1, L), *carried], -1)
         chunk = torch.zeros(1, cfg.chunk_dim)
         out = {}
-        for name, draw in (("free", 0.1), ("left", 0.5), ("right", 0.9)):  # untrained odds are even
+        # Untrained odds are even, but the right gripper is out of reach of a cube at the left one's pads:
+        # its carried mode is ruled out, so the draw reads halves (free, left).
+        for name, draw in (("free", 0.1), ("left", 0.5), ("right, out of reach", 0.9)):
             nxt = head.step(latent, chunk, draw=torch.tensor([draw]))
             out[name] = model.unnorm("env", head.decode(nxt)["env_state"][0, 0]).double().numpy()
     point2, rot2 = grasp(moved)
     expected = point2 + rot2 @ rot.T @ (cube - point)
     assert np.abs(out["left"][:3] - expected).max() < 1e-4
     assert np.abs(expected - cube).max() > 0.05  # the left gripper did move the cube, a lot
-    for name in ("free", "right"):  # nothing carried it
-        np.testing.assert_allclose(out[name][:3], cube, atol=1e-4)
+    np.testing.assert_allclose(out["free"][:3], cube, atol=1e-4)  # nothing carried it
+    right, right_rot = grasp(home, "vx300s_right/gripper_link")
+    assert np.linalg.norm(cube - right) > head.CARRY_REACH
+    np.testing.assert_allclose(out["right, out of reach"], out["left"], atol=0)
+    # A cube at the right one's pads, the right arm moving: the same draw now falls on its carried mode.
+    moved_right = home.clone()
+    moved_right[7:13] += torch.tensor([0.2, 0.1, -0.15, 0.3, 0.2, -0.4])
+    at_pads = right + right_rot @ [0.01, -0.005, 0.002]
+    with torch.no_grad():
+        head.dynamics.b2[:, L : L + S] = model.norm("state", moved_right) - model.norm("state", home)
+        near = torch.tensor([*at_pads, 1.0, 0.0, 0.0, 0.0], dtype=torch.float32)
+        at_right = torch.cat([torch.zeros(1, L), carried[0], model.norm("env", near)[None]], -1)
+        nxt = head.step(at_right, chunk, draw=torch.tensor([0.9]))  # halves: free, right
+        got = model.unnorm("env", head.decode(nxt)["env_state"][0, 0]).double().numpy()[:3]
+    point3, rot3 = grasp(moved_right, "vx300s_right/gripper_link")
+    assert np.abs(got - (point3 + rot3 @ right_rot.T @ (at_pads - right))).max() < 1e-4
+    assert np.abs(got - at_pads).max() > 0.05
     # Training: the mode nearest the truth continues; a carried mode only where it is clearly nearer.
     with torch.no_grad():
         nudge = torch.zeros(cfg.env_state_dim)
@@ -342,7 +359,8 @@ def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):
     assert head.still and head.kinematic and head.modes == 4 and head.free_modes == 1
     with torch.no_grad():
         picked = {}
-        for name, draw in (("free", 0.1), ("still", 0.3)):  # untrained odds are even: quarters
+        # Untrained odds are even, and both grippers are out of reach of the cube: halves (free, still).
+        for name, draw in (("free", 0.1), ("still", 0.7)):
             nxt = head.step(latent, chunk, draw=torch.tensor([draw]))
             picked[name] = head.decode(nxt)["env_state"][0, 0]
     torch.testing.assert_close(picked["still"], pose, rtol=0, atol=0)
@@ -382,7 +400,7 @@ def test_each_pose_mode_carries_its_own_gripper_openings(clips):
         head.dynamics.b2[:, L + S + K * E : L + S + K * E + (K - 1) * 2] = own.flatten()
         shut = state.clone()
         shut[13] -= 0.5
-        for draw, expected in ((0.1, state), (0.3, shut)):  # untrained odds are even: quarters
+        for draw, expected in ((0.1, state), (0.7, shut)):  # even odds, grippers out of reach: halves
             nxt = head.step(latent, chunk, draw=torch.tensor([draw]))
             torch.testing.assert_close(head.decode(nxt)["state"][0], expected.expand(cfg.ensemble, -1))
         for truth in (state, shut):  # the pose is right in every mode; the openings decide
