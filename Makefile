@@ -21,9 +21,12 @@ setup: $(STAMP)
 # The main job: record "hardware logs" of three scripted policies of different skill in the reference world
 # (2 ID + 2 OOD episodes each, three views), replay them open-loop in the world model committed under
 # assets/ (trained by benchmarks/train_small.py), evaluate each policy closed-loop in it from its logs'
-# episode starts, rank the policies against the logs, and write the HTML report. Re-running resumes.
+# episode starts, rank the policies against the logs, and write the HTML report; then rank them again on the
+# state path of assets/world_model_blind (a state head that reads no cameras, made by
+# benchmarks/state_only.sh), which ranks them right, in seconds. Re-running resumes.
 DEMO := outputs/demo
 WORLD_MODEL ?= assets/world_model_small
+STATE_MODEL ?= assets/world_model_blind
 DEMO_POLICIES := nominal noisy sloppy
 demo: setup
 	for skill in $(DEMO_POLICIES); do \
@@ -34,7 +37,10 @@ demo: setup
 		--sampling_steps=1 --videos=1 --output_dir=$(DEMO)/openloop
 	$(BIN)/r2s2r-rank --checkpoint=$(WORLD_MODEL) --logs_dir=$(DEMO)/logs --samples_per_start=2 \
 		--sampling_steps=1 --batch_size=8 --output_dir=$(DEMO)/rank
-	@echo "report: $(DEMO)/rank/report.html"
+	$(BIN)/r2s2r-rank --checkpoint=$(STATE_MODEL) --logs_dir=$(DEMO)/logs --samples_per_start=8 \
+		--render=false --batch_size=32 --output_dir=$(DEMO)/rank_state
+	@echo "report (video path, $(WORLD_MODEL)): $(DEMO)/rank/report.html"
+	@echo "report (state path, $(STATE_MODEL), the one that ranks): $(DEMO)/rank_state/report.html"
 
 test: setup
 	$(BIN)/pytest -q -m "not slow and not gpu"

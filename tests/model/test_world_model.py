@@ -227,6 +227,34 @@ def test_committed_demo_checkpoint_still_loads():
     assert next(model.denoiser.parameters()).dtype == torch.float32  # float16 on disk, float32 in memory
 
 
+def test_committed_state_model_loads_reads_no_cameras_and_puts_the_arms_at_their_targets():
+    """The demo's state-path model (assets/world_model_blind): a head that reads no cameras, arms at their
+    commanded targets. From a state-only start (no image anywhere), 2 s of imagined frames toward other
+    arm targets end every frame with the arm joints exactly there, and the grippers and cube stay finite."""
+    from pathlib import Path
+
+    from r2s2r.rollout.world_model_env import WorldModelEnv
+
+    model = WorldModel.from_pretrained(Path(__file__).parents[2] / "assets" / "world_model_blind")
+    cfg = model.config
+    assert not cfg.head_reads_cameras and cfg.head_arm_targets and cfg.head_kinematics
+    env = WorldModelEnv(model, num_envs=2, render=False, seed=0)
+    state = torch.tensor([[0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.1] * 2] * 2)
+    cube = torch.tensor([[0.05, 0.50, 0.021, 1.0, 0.0, 0.0, 0.0], [-0.04, 0.45, 0.021, 1.0, 0.0, 0.0, 0.0]])
+    env.reset({"observation.state": state, "observation.environment_state": cube})
+    arms = [i for i in range(14) if i not in (6, 13)]
+    for frame in range(10):
+        target = state.clone()
+        target[:, arms] += 0.02 * (frame + 1)
+        for _ in range(cfg.frame_stride):
+            obs, _, _, info = env.step(target)
+        torch.testing.assert_close(obs["observation.state"][:, arms], target[:, arms], rtol=0, atol=1e-5)
+    assert (
+        torch.isfinite(obs["observation.environment_state"]).all()
+        and torch.isfinite(info["uncertainty"]).all()
+    )
+
+
 def test_kinematic_head_carries_the_cube_rigidly_with_the_gripper(clips):
     """A kinematic head's pose modes: free keeps the cube where it is; "carried by gripper g" moves it with
     g's grasp frame, checked against MuJoCo's own kinematics of the robot's MJCF; in training, with the
