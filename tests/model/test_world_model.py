@@ -304,7 +304,7 @@ def test_kinematic_head_carries_the_cube_rigidly_with_the_gripper(clips):
     np.testing.assert_allclose(out["right, out of reach"], out["left"], atol=0)
     # A cube at the right one's pads, the right arm moving: the same draw now falls on its carried mode.
     moved_right = home.clone()
-    moved_right[7:13] += torch.tensor([0.2, 0.1, -0.15, 0.3, 0.2, -0.4])
+    moved_right[7:13] += moved[:6] - home[:6]  # the left arm's motion, on the right arm
     at_pads = right + right_rot @ [0.01, -0.005, 0.002]
     with torch.no_grad():
         head.dynamics.b2[:, L : L + S] = model.norm("state", moved_right) - model.norm("state", home)
