@@ -359,9 +359,50 @@ def test_kinematic_head_carries_the_cube_rigidly_with_the_gripper(clips):
             model.norm("env", pose)[None],
         )
         assert head.carried_by(h, p0, m, goal[None]).tolist() == [[True, False]]
-        assert head.carried_by(h, p0, h, p0).tolist() == [[False, False]]
         far = model.norm("env", torch.tensor([*(expected + [0.0, 0.0, 0.02]), 1.0, 0.0, 0.0, 0.0]))[None]
         assert head.carried_by(h, p0, m, far).tolist() == [[False, False]]  # 2 cm off: slipped, not carried
+        # A cube that stayed put in mid-air at the still left pads is held there (a pausing hand), by the
+        # left gripper only; not while the left gripper opens by more than CARRY_RELEASE (it is let go),
+        # though closing further still holds it; and the same cube counted as on the table (below
+        # CARRY_AIRBORNE) is carried by nobody, as a resting cube beside a still gripper must be.
+        assert cube[2] > head.CARRY_AIRBORNE
+        assert head.carried_by(h, p0, h, p0).tolist() == [[True, False]]
+        for change, held in ((0.03, False), (0.01, True), (-0.05, True)):
+            grip = home.clone()
+            grip[6] += change  # normalized opening, 0 = closed
+            assert head.carried_by(h, p0, model.norm("state", grip)[None], p0).tolist() == [[held, False]]
+        head.CARRY_AIRBORNE = float(cube[2]) + 0.01
+        assert head.carried_by(h, p0, h, p0).tolist() == [[False, False]]
+
+
+def test_imagined_objects_stay_above_the_table(clips):
+    """An imagined object over the table ends no frame below its resting height (the gym-aloha cube: a
+    0.04 m box on a table top at z = 0); one predicted to sink through it lands where it started, x-y too;
+    off the table's edge it falls as predicted."""
+    model = _model(clips, head_still_mode=False)
+    head, cfg = model.state_head, model.config
+    fk, L, S, E = head.fk, cfg.latent_dim, cfg.state_dim, cfg.env_state_dim
+    assert abs(fk.table_top) < 1e-6 and abs(fk.object_rest - 0.02) < 1e-9
+    home = model.norm("state", torch.tensor([0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.1] * 2))
+    chunk = torch.zeros(1, cfg.chunk_dim)
+
+    def imagine(start, change):  # one imagined frame of the free mode (the grippers are out of reach)
+        pose = model.norm("env", torch.tensor([*start, 1.0, 0.0, 0.0, 0.0]))
+        moved = model.norm("env", torch.tensor([*(np.add(start, change)), 1.0, 0.0, 0.0, 0.0])) - pose
+        with torch.no_grad():
+            head.dynamics.b2[:, L + S : L + S + E] = moved  # the free mode predicts this change
+            latent = torch.cat([torch.zeros(1, L), home[None], pose[None]], -1)
+            assert (head._grasp(latent[:, None])[3].norm(dim=-1) > head.CARRY_REACH).all()
+            nxt = head.step(latent, chunk, draw=torch.tensor([0.1]))
+            return model.unnorm("env", head.decode(nxt)["env_state"][0, 0])[:3].double().numpy()
+
+    np.testing.assert_allclose(imagine([0.05, 0.5, 0.10], [0.01, 0.0, -0.03]), [0.06, 0.5, 0.07], atol=1e-5)
+    # sinking 5 mm into the table (less than LANDING): stopped at its resting height, moving on in x-y
+    np.testing.assert_allclose(imagine([0.05, 0.5, 0.03], [0.01, 0.0, -0.015]), [0.06, 0.5, 0.02], atol=1e-5)
+    # thrown down through the table: it landed where it started, and stays there
+    np.testing.assert_allclose(imagine([0.05, 0.5, 0.10], [0.2, 0.0, -0.5]), [0.05, 0.5, 0.02], atol=1e-5)
+    edge = float(fk.table_hi[0]) + 0.05  # beyond the table's +x edge: nothing holds it up
+    np.testing.assert_allclose(imagine([edge, 0.5, 0.10], [0.0, 0.0, -0.3]), [edge, 0.5, -0.2], atol=1e-5)
 
 
 def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):

@@ -89,7 +89,9 @@ class StateDynamicsHead(nn.Module):
             from r2s2r.robots.kinematics import GraspKinematics
             from r2s2r.robots.spec import robot_spec
 
-            self.fk = GraspKinematics(robot_spec(cfg.robot))
+            spec = robot_spec(cfg.robot)
+            self.fk = GraspKinematics(spec)
+            self.grippers = list(spec.gripper_indices)  # proprio index of each gripper (fk's order)
             self._memo = None  # the last latent _grasp read, and what it found
             self.modes += self.fk.num_grippers
             relations = 4 * self.fk.num_grippers
@@ -340,7 +342,32 @@ class StateDynamicsHead(nn.Module):
             cdf = odds.cumsum(-1)
             pick = (cdf <= draw.to(cdf)[:, None, None]).sum(-1).clamp_max(self.modes - 1)
         pick = pick.expand(-1, latent.shape[1])  # (B,M)
-        return torch.cat([z, self._with_grips(state, grips, pick), _take(poses, pick)], dim=-1)
+        state = self._with_grips(state, grips, pick)
+        pose = _take(poses, pick)
+        if self.kinematic:
+            pose = self._on_table(latent, pose)
+        return torch.cat([z, state, pose], dim=-1)
+
+    def _on_table(self, latent: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
+        """Imagined steps: the next normalized poses (B,M,E) held above the table the robot's MJCF gives. An
+        object over the table never ends a frame below its lowest resting height (a cube face down); one that
+        starts the frame over it and is predicted to sink more than LANDING below that height hit the table:
+        it ends the frame on it, at the x-y it started from (a dropped cube lands and stays, it does not slide
+        on or fly past the edge). Without these, a cube let go at
+        speed over the table fell through it for metres (one held-out episode ended 5.6 m under the table
+        after 6 s), and one only stopped from sinking slid on, off the table's edge. Off the edge, objects
+        fall as the head predicts. `latent` (B,M,·): the frame's start."""
+        fk, std, mean = self.fk, self.pose_std[:3], self.pose_mean[:3]
+        start = latent[..., -pose.shape[-1] :]
+        end = pose[..., :3] * std + mean  # (B,M,3) metres
+        over = lambda p: ((p[..., :2] >= fk.table_lo) & (p[..., :2] <= fk.table_hi)).all(-1)  # noqa: E731
+        floor = fk.table_top + fk.object_rest
+        landed = over(start[..., :3] * std + mean) & (end[..., 2] < floor - self.LANDING)
+        z = torch.where(over(end) | landed, end[..., 2].clamp_min(floor), end[..., 2])
+        xy = torch.where(landed[..., None], start[..., :2], pose[..., :2])
+        return torch.cat([xy, ((z - mean[2]) / std[2])[..., None], pose[..., 3:]], dim=-1)
+
+    LANDING = 0.015  # m below its resting height an object must be predicted to sink to have hit the table
 
     # m: a gripper carries an object only from within this of its grasp point (imagined steps). Recorded
     # carries start 3.0 cm from it (median; 99 % within 5.3 cm in ACT's rollouts); the few "carried" frames
@@ -349,6 +376,8 @@ class StateDynamicsHead(nn.Module):
     CARRY_MARGIN = 0.001  # m: how much nearer the truth than the free modes a carried mode must be to win
     CARRY_TOLERANCE = 0.005  # m: a carried mode this near the truth wins outright where the object moved ...
     CARRY_MOVED = 0.005  # m: ... at least this far in the frame (it went with the gripper: a grasp held)
+    CARRY_AIRBORNE = 0.05  # m: ... or an object this high (off the table) kept its place in a grasp, ...
+    CARRY_RELEASE = 0.02  # ... while that gripper opened by no more than this (normalized opening, 0..1)
     WTA_SPREAD = 0.05  # share of the pose loss spread over every mode (keeps losing modes trained)
 
     def step_supervised(
@@ -413,17 +442,30 @@ class StateDynamicsHead(nn.Module):
         self, state: torch.Tensor, env: torch.Tensor, next_state: torch.Tensor, next_env: torch.Tensor
     ) -> torch.Tensor:
         """(B,G) bool: which gripper carried the object from one recorded frame to the next (normalized
-        state (B,S) and pose (B,E) of both): it moved over CARRY_MOVED, and to within CARRY_TOLERANCE of
-        where the gripper's motion takes it rigidly."""
+        state (B,S) and pose (B,E) of both): the object ended within CARRY_TOLERANCE of where the gripper's
+        motion takes it rigidly, and either it moved over CARRY_MOVED (it went with the gripper), or it is
+        off the table (above CARRY_AIRBORNE), within CARRY_REACH of that gripper's grasp point, and the
+        gripper did not open by over CARRY_RELEASE of its range (a pausing hand still holds it).
+
+        Without the second case, 45 % of the recorded frames with the cube in mid-air had no carrier (the
+        hand paused), the free mode learnt that a lifted cube may fall from a closed hand, and an imagined
+        episode that drew it there dropped the cube at the handover."""
         joints = lambda x: x * self.joint_std + self.joint_mean  # noqa: E731
         position = lambda x: (x * self.pose_std + self.pose_mean)[..., :3]  # noqa: E731
-        point, rot = self.fk(joints(state))  # (B,G,3), (B,G,3,3)
-        rel = (rot.transpose(-1, -2) @ (position(env)[:, None] - point)[..., None])[..., 0]
-        point1, rot1 = self.fk(joints(next_state))
+        before, after = position(env)[:, None], position(next_env)[:, None]  # (B,1,3)
+        raw, raw1 = joints(state), joints(next_state)
+        point, rot = self.fk(raw)  # (B,G,3), (B,G,3,3)
+        rel = (rot.transpose(-1, -2) @ (before - point)[..., None])[..., 0]
+        point1, rot1 = self.fk(raw1)
         rigid = point1 + (rot1 @ rel[..., None])[..., 0]
-        after = position(next_env)[:, None]
-        moved = (after - position(env)[:, None]).norm(dim=-1)
-        return ((rigid - after).norm(dim=-1) < self.CARRY_TOLERANCE) & (moved > self.CARRY_MOVED)
+        moved = (after - before).norm(dim=-1) > self.CARRY_MOVED
+        opening = (raw1 - raw)[:, self.grippers] > self.CARRY_RELEASE  # (B,G)
+        held = (
+            (before[..., 2] - self.fk.table_top > self.CARRY_AIRBORNE)
+            & (rel.norm(dim=-1) < self.CARRY_REACH)
+            & ~opening
+        )
+        return ((rigid - after).norm(dim=-1) < self.CARRY_TOLERANCE) & (moved | held)
 
     def _pose(self, latent: torch.Tensor) -> torch.Tensor:
         """The normalized object pose (...,E) a latent holds (carried) or predicts."""

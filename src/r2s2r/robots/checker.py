@@ -41,6 +41,7 @@ import torch
 from gym_aloha import constants as aloha_constants
 
 from r2s2r.robots.ik import ARM_JOINTS, DEFAULT_TCP
+from r2s2r.robots.kinematics import table_geometry
 from r2s2r.robots.spec import EmbodimentSpec
 
 VIOLATIONS = (
@@ -120,12 +121,6 @@ def _as_numpy(x) -> np.ndarray | None:
     return np.asarray(x, dtype=np.float64)
 
 
-def _box_corners(aabb: np.ndarray) -> np.ndarray:
-    """The 8 corners (8,3) of an axis-aligned box given as MuJoCo's (center xyz, half-size xyz)."""
-    signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
-    return aabb[:3] + signs * aabb[3:]
-
-
 class PhysicsChecker:
     """Checks trajectories of one robot against its spec and, through MuJoCo, against its own geometry.
 
@@ -157,9 +152,9 @@ class PhysicsChecker:
             self.side[i] = (
                 1 if name.startswith("vx300s_left/") else 2 if name.startswith("vx300s_right/") else 0
             )
-        if "table" not in names:
-            raise ValueError(f"{xml.name} has no geom named 'table'; the checker needs the table top.")
-        self.table = names.index("table")
+        # The table top's height and x-y extent, and each free object's corners in its body frame.
+        self.table_top, lo, hi, self.object_corners = table_geometry(model)  # raises without a table
+        self.table, self.table_xy = names.index("table"), (lo, hi)
         # Objects take no part in the collision pass: arm-object contacts are grasps, not faults.
         keep = (self.side > 0) | (np.arange(model.ngeom) == self.table)
         model.geom_contype[~keep] = 0
@@ -175,30 +170,6 @@ class PhysicsChecker:
             for s in ("left", "right")
         ]  # fmt: skip
         self.gripper_body = [model.body(f"vx300s_{s}/gripper_link").id for s in ("left", "right")]
-        mujoco.mj_kinematics(model, self.data)
-        # The table top: the highest face of the table geom's box, and its extent in x, y (world frame).
-        corners = self._geom_corners(self.table)
-        self.table_top = float(corners[:, 2].max())
-        self.table_xy = (corners[:, :2].min(0), corners[:, :2].max(0))
-        # Each free object's lowest point below its body origin depends on its orientation: keep, per object,
-        # the corners of its geoms' boxes in the body frame, so a rotation gives the lowest corner.
-        self.object_corners = []
-        for j in range(model.njnt):
-            if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
-                body = model.jnt_bodyid[j]
-                corners = []
-                for g in range(model.ngeom):
-                    if model.geom_bodyid[g] == body:
-                        rot = np.zeros(9)
-                        mujoco.mju_quat2Mat(rot, model.geom_quat[g])
-                        corners.append(
-                            model.geom_pos[g] + _box_corners(model.geom_aabb[g]) @ rot.reshape(3, 3).T
-                        )
-                self.object_corners.append(np.concatenate(corners))  # (8 * n_geoms, 3) in the body frame
-
-    def _geom_corners(self, g: int) -> np.ndarray:
-        local = _box_corners(self.model.geom_aabb[g])  # (8,3) in the geom frame
-        return self.data.geom_xpos[g] + local @ self.data.geom_xmat[g].reshape(3, 3).T
 
     def resting_height(self, k: int, quat: np.ndarray) -> np.ndarray:
         """Height (...) of object k's origin when its lowest corner is on the table; quats (...,4) wxyz."""

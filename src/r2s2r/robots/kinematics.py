@@ -54,6 +54,40 @@ def axis_rotation(axis: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
     return torch.eye(3, dtype=axis.dtype, device=axis.device) + s * k + (1 - c) * (k @ k)
 
 
+def box_corners(aabb: np.ndarray) -> np.ndarray:
+    """The 8 corners (8,3) of an axis-aligned box given as MuJoCo's (center xyz, half-size xyz)."""
+    signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
+    return aabb[:3] + signs * aabb[3:]
+
+
+def table_geometry(model) -> tuple[float, np.ndarray, np.ndarray, list[np.ndarray]]:
+    """A MuJoCo model's table and free objects: the table top's height, its x-y extent (lo (2,), hi (2,)),
+    world frame, and per free object the corners (8 * n_geoms, 3) of its geoms' boxes in its body frame
+    (a rotation then gives its lowest corner). Needs a geom named 'table'."""
+    import mujoco
+
+    names = [model.geom(i).name for i in range(model.ngeom)]
+    if "table" not in names:
+        raise ValueError(
+            f"the robot's MJCF has no geom named 'table' (geoms: {names[:8]}...); name its top 'table'."
+        )
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)
+    g = names.index("table")
+    corners = data.geom_xpos[g] + box_corners(model.geom_aabb[g]) @ data.geom_xmat[g].reshape(3, 3).T
+    objects = []
+    for j in range(model.njnt):
+        if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
+            body, boxes = model.jnt_bodyid[j], []
+            for k in range(model.ngeom):
+                if model.geom_bodyid[k] == body:
+                    rot = np.zeros(9)
+                    mujoco.mju_quat2Mat(rot, model.geom_quat[k])
+                    boxes.append(model.geom_pos[k] + box_corners(model.geom_aabb[k]) @ rot.reshape(3, 3).T)
+            objects.append(np.concatenate(boxes))
+    return float(corners[:, 2].max()), corners[:, :2].min(0), corners[:, :2].max(0), objects
+
+
 class GraspKinematics(nn.Module):
     """Proprio (...,S) -> each gripper's grasp point (...,G,3) in metres and orientation (...,G,3,3).
 
@@ -116,6 +150,13 @@ class GraspKinematics(nn.Module):
         self.register_buffer("hinged", (index >= 0).float(), persistent=False)
         self.register_buffer("point", torch.tensor(frames["point"]).float(), persistent=False)
         self.num_grippers, self.depth = index.shape
+        # The table the objects rest on: its top, x-y extent, and the lowest an object's origin can sit above
+        # it (the smallest half-extent of any free object: a cube face down).
+        top, lo, hi, objects = table_geometry(model)
+        self.table_top = top
+        self.register_buffer("table_lo", torch.tensor(lo).float(), persistent=False)
+        self.register_buffer("table_hi", torch.tensor(hi).float(), persistent=False)
+        self.object_rest = min((np.abs(c).max(0).min() for c in objects), default=0.0)
 
     @torch.no_grad()
     def forward(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
