@@ -70,6 +70,14 @@ def test_upgrading_keeps_video_model_judge_and_trunk_and_refining_teaches_the_he
     kept = [k for k in old_state if not k.startswith("state_head.") or k.startswith("state_head.trunk.")]
     assert all(torch.equal(new_state[k], old_state[k]) for k in kept)
     assert upgrade_head(new) is new
+    # The rebuilt head comes from the seed, not from whatever the global RNG was left at: two refinements of
+    # one checkpoint start alike (they did not, and two rebuilds of one recipe ranked 0.85 and 0.92).
+    torch.manual_seed(123)
+    again = upgrade_head(model).state_dict()
+    other = upgrade_head(model, seed=1).state_dict()
+    rebuilt = [k for k in new_state if k not in kept]
+    assert rebuilt and all(torch.equal(again[k], new_state[k]) for k in rebuilt)
+    assert not all(torch.equal(other[k], new_state[k]) for k in rebuilt)
     frames, state, env = _start(new, episodes)
     refine_head(new, episodes, HeadConfig(steps=80, batch_size=16, window=3))
     head, pose = new.state_head, {}

@@ -104,17 +104,19 @@ def read_episodes(root: str, model: WorldModel, max_episodes: int = 0) -> list[d
 UPGRADES = {f.name: f.default for f in fields(WorldModelConfig) if f.name in PRE_FIELD_DEFAULTS}
 
 
-def upgrade_head(model: WorldModel, **head: object) -> WorldModel:
+def upgrade_head(model: WorldModel, seed: int = 0, **head: object) -> WorldModel:
     """The same world model with today's state head (`UPGRADES`): it reads the observed object pose and
     carries proprio and pose explicitly. The video model, the judge, the normalization and the cameras'
-    trunk are copied; the rest of an older head is rebuilt, so it must be refined (`refine_head`) before
-    use. `head` sets other head fields (e.g. head_pose_modes=2). A model that already has that head is
-    returned as is."""
+    trunk are copied; the rest of an older head is rebuilt from `seed` (the global RNG is left as it was),
+    so it must be refined (`refine_head`) before use. `head` sets other head fields (e.g.
+    head_pose_modes=2). A model that already has that head is returned as is."""
     cfg = model.config
     wanted = {**UPGRADES, **head}
     if all(getattr(cfg, k) == v for k, v in wanted.items()):
         return model
-    new = WorldModel(WorldModelConfig(**{**cfg.to_dict(), **wanted}))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        new = WorldModel(WorldModelConfig(**{**cfg.to_dict(), **wanted}))
     state = new.state_dict()
     for name, value in model.state_dict().items():
         keep = not name.startswith("state_head.") or name.startswith("state_head.trunk.")
@@ -139,7 +141,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
         }
         if cfg.pose_modes:
             fields_["head_pose_modes"] = cfg.pose_modes
-        model = upgrade_head(model, **fields_)
+        model = upgrade_head(model, seed=cfg.head.seed, **fields_)
     episodes = [ep for root in cfg.data for ep in read_episodes(root, model, cfg.max_episodes)]
     heldout = read_episodes(cfg.heldout, model) if cfg.heldout else []
     figures: dict = {"checkpoint": cfg.checkpoint, "data": cfg.data, "episodes": len(episodes)}
