@@ -1,7 +1,8 @@
 #!/bin/bash
 # A state head without cameras, refined on state-only recordings, ranks the zoo against 50 + 50 state-only
 # "hardware logs" per checkpoint (benchmarks/rank.py --state_only). No frame is rendered anywhere, so the
-# whole run takes about an hour on 2 CPU cores:
+# whole run takes 40-60 minutes on 2 CPU cores, and a re-run from a clean checkout gives the same head
+# (the refinement's seed, --head.seed, sets the new head's initial weights too):
 #   - the ACT zoo (benchmarks/zoo_act.py, 8,000 steps, checkpoints 500 ... 8,000): ~15 min, if not there;
 #   - refinement data, all state-only (r2s2r-record --world.cameras='[]'), ~12 min: the world model's own
 #     160 training recordings (mixed skill, seed 100), 640 more (seed 400), 200 of the `fumbling`
