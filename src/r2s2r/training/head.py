@@ -54,7 +54,7 @@ class HeadConfig:
     window: int = 16  # frames per window: the head unrolls window - 1 chunks
     lr: float = 1e-3  # Adam, cosine-decayed to 0
     bootstrap: float = 0.8  # share of the windows each ensemble member trains on
-    seed: int = 0
+    seed: int = 0  # sets the windows drawn and, where the head is rebuilt (upgraded), its initial weights
 
 
 @dataclass
