@@ -11,6 +11,7 @@ import torch
 from r2s2r.data.reader import ClipConfig, ClipDataset
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.model.state_head import StateDynamicsHead
 
 
 @pytest.fixture(scope="module")
@@ -373,6 +374,70 @@ def test_kinematic_head_carries_the_cube_rigidly_with_the_gripper(clips):
             assert head.carried_by(h, p0, model.norm("state", grip)[None], p0).tolist() == [[held, False]]
         head.CARRY_AIRBORNE = float(cube[2]) + 0.01
         assert head.carried_by(h, p0, h, p0).tolist() == [[False, False]]
+
+
+def test_imagined_holds_keep_a_lifted_cube_in_the_closed_hand_rigidly(clips):
+    """With head_holds, a cube in mid-air at a closed, not-opening gripper's pads goes with that gripper
+    whatever the draw, and a carried cube moves rigidly with it within CARRY_TOLERANCE; an opening or open
+    gripper, or a cube resting on the table, leaves the pick to the draw (here: free, keeping it in place)."""
+    import mujoco
+
+    from r2s2r.robots.checker import PhysicsChecker
+    from r2s2r.robots.spec import robot_spec
+
+    checker = PhysicsChecker(robot_spec("aloha"))
+
+    def grasp(state):  # MuJoCo: the left grasp point and gripper orientation
+        checker.data.qpos[:] = checker.qpos(state.double().numpy()[None])[0]
+        mujoco.mj_kinematics(checker.model, checker.data)
+        body = checker.model.body("vx300s_left/gripper_link").id
+        rot = checker.data.xmat[body].reshape(3, 3).copy()
+        return checker.data.xpos[body] + rot @ [0.12, 0, 0], rot
+
+    home = torch.tensor([0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.1, 0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.1])
+    moved = home.clone()
+    moved[:6] += torch.tensor([0.2, 0.1, -0.15, 0.3, 0.2, -0.4])  # the left arm moves, the right does not
+    point, rot = grasp(home)
+    cube = point + rot @ [0.01, -0.005, 0.002]  # just off the point between the left pads, in mid-air
+    point2, rot2 = grasp(moved)
+    rigid = point2 + rot2 @ rot.T @ (cube - point)
+    chunk = torch.zeros(1, WorldModelConfig.tiny().chunk_dim)
+
+    def imagine(holds, start=home, end=moved, slip=0.0, draw=0.1, airborne=None):
+        """One imagined frame; the cube's end (m). The untrained odds are even and the right gripper is out
+        of reach, so the draw reads halves: free (0.1), carried by the left (0.9)."""
+        model = _model(clips, head_still_mode=False, head_holds=holds)
+        head, cfg = model.state_head, model.config
+        if airborne is not None:
+            head.CARRY_AIRBORNE = airborne
+        L, S, E = cfg.latent_dim, cfg.state_dim, cfg.env_state_dim
+        pose = model.norm("env", torch.tensor([*cube, 1.0, 0.0, 0.0, 0.0], dtype=torch.float32))
+        with torch.no_grad():
+            head.dynamics.b2[:, L : L + S] = model.norm("state", end) - model.norm("state", start)
+            change = torch.zeros(3, E)  # per mode: free, carried by left, carried by right
+            change[1, 0] = slip / float(model.env_std[0])  # "carried by left" departs from rigid along x
+            head.dynamics.b2[:, L + S : L + S + 3 * E] = change.flatten()
+            latent = torch.cat([torch.zeros(1, L), model.norm("state", start)[None], pose[None]], -1)
+            nxt = head.step(latent, chunk, draw=torch.tensor([draw]))
+            return model.unnorm("env", head.decode(nxt)["env_state"][0, 0])[:3].double().numpy()
+
+    assert cube[2] > StateDynamicsHead.CARRY_AIRBORNE and float(home[6]) < StateDynamicsHead.HOLD_CLOSED
+    np.testing.assert_allclose(imagine(False), cube, atol=1e-4)  # the draw: free, the cube left in the air
+    np.testing.assert_allclose(imagine(True), rigid, atol=1e-4)  # held: it went with the left hand
+    assert np.linalg.norm(rigid - cube) > 0.05
+    # The carried mode's own change is cut to CARRY_TOLERANCE with holds (3 cm -> 5 mm), kept without.
+    tolerance = StateDynamicsHead.CARRY_TOLERANCE
+    np.testing.assert_allclose(imagine(True, slip=0.03), rigid + [tolerance, 0, 0], atol=1e-4)
+    np.testing.assert_allclose(imagine(False, slip=0.03, draw=0.9), rigid + [0.03, 0, 0], atol=1e-4)
+    # Not held: the left gripper opens in the frame by more than CARRY_RELEASE, or starts it open, or the
+    # cube counts as on the table (CARRY_AIRBORNE above it): the draw decides, as without holds.
+    opening = moved.clone()
+    opening[6] += 2 * StateDynamicsHead.CARRY_RELEASE
+    np.testing.assert_allclose(imagine(True, end=opening), cube, atol=1e-4)
+    wide, wide_moved = home.clone(), moved.clone()
+    wide[6] = wide_moved[6] = 0.95
+    np.testing.assert_allclose(imagine(True, start=wide, end=wide_moved), cube, atol=1e-4)
+    np.testing.assert_allclose(imagine(True, airborne=float(cube[2]) + 0.01), cube, atol=1e-4)
 
 
 def test_imagined_objects_stay_above_the_table(clips):

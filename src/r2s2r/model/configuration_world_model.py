@@ -22,7 +22,7 @@ from r2s2r.data.commit import atomic_write_text
 PRE_FIELD_DEFAULTS = {
     "head_reads_objects": False, "head_carries_state": False, "head_kinematics": False,
     "head_tracks_commands": False, "head_still_mode": False, "head_mode_grippers": False,
-    "head_arm_targets": False,
+    "head_arm_targets": False, "head_holds": False,
 }  # fmt: skip
 
 
@@ -93,6 +93,13 @@ class WorldModelConfig:
     # within a frame: 0.3 cm at the grasp point in the recordings, where the learnt change drifted 1.2-1.5
     # cm, as much as the grasp offsets that decide whether a lift holds. Weights are unchanged by it, so it
     # can be switched on for a trained head (config.json)
+    head_holds: bool = False  # kinematic head, imagined steps: a hold is a hold. A cube in mid-air within
+    # reach of a closed gripper that does not open in the frame stays in that hand (its carried mode is
+    # taken whatever the odds: the rule the training labels follow), and a carried cube moves rigidly with
+    # its gripper, within the labels' CARRY_TOLERANCE. Without it an episode's one draw loses a held cube at
+    # the first frame whose odds of "free" dip below it, and the carried modes' learnt change, unconstrained
+    # outside the frames they won, moved lifted cubes centimetres off the fingers. No weights: it can be
+    # switched on for a trained head (config.json)
     head_reads_cameras: bool = True  # the head's encoder reads the views through its conv trunk. False: a
     # head over proprio and the observed object pose only (it needs observation.environment_state), which
     # refines and evaluates on state-only recordings (no video rendered or decoded), 100x cheaper to record

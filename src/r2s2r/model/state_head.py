@@ -253,7 +253,13 @@ class StateDynamicsHead(nn.Module):
         near = torch.exp(-rel.pow(2).sum(-1, keepdim=True) / (2 * NEAR**2))
         return torch.cat([(rel / REL_SCALE).clamp(-4, 4), near], dim=-1).flatten(-2)
 
-    def _step_parts(self, latent: torch.Tensor, chunk: torch.Tensor, carry_state: torch.Tensor | None = None):
+    def _step_parts(
+        self,
+        latent: torch.Tensor,
+        chunk: torch.Tensor,
+        carry_state: torch.Tensor | None = None,
+        imagined: bool = False,
+    ):
         """latent (B,M,·) -> next z (B,M,L), next carried state without the pose (B,M,S), candidate next
         poses (B,M,K,E), their logits (B,M,K) (None for one mode) and, with `head_mode_grippers`, each
         mode's gripper openings (B,M,K,n) (else None); carried parts None without them.
@@ -261,7 +267,8 @@ class StateDynamicsHead(nn.Module):
         A kinematic head's last G candidates start from the object moved rigidly with gripper g (its position
         in g's frame kept; orientation as the free modes'), the others from where it is; the still mode (after
         the free ones) is where it is, unchanged. `carry_state` (B,S), normalized: the joints to carry it with
-        (training: the true next proprio; default: the head's own prediction)."""
+        (training: the true next proprio; default: the head's own prediction). `imagined`: a step of
+        imagination, where `head_holds` keeps a carried object within CARRY_TOLERANCE of its rigid motion."""
         action = F.silu(self.chunk_in[self.cfg.robot](chunk))[:, None].expand(
             -1, latent.shape[1], -1
         )  # (B,M,H)
@@ -290,6 +297,8 @@ class StateDynamicsHead(nn.Module):
             F_ = self.modes - carried.shape[-2]  # the carried modes are the last G
             base = torch.cat([base[..., :F_, :], torch.cat([carried, base[..., F_:, 3:]], dim=-1)], dim=-2)
         moved = change[..., L + S : L + S + K * E].unflatten(-1, (K, E))
+        if self.kinematic and self.cfg.head_holds and imagined:
+            moved = self._rigid_holds(moved)
         poses = base + (moved * self.mode_moves if self.still else moved)
         logits = change[..., -K:] if K > 1 else None
         grips = None
@@ -322,7 +331,7 @@ class StateDynamicsHead(nn.Module):
         a third of a chance of leaving with the distant left one as it started to move)."""
         if latent.dim() == 2:
             latent = latent[:, None].expand(-1, self.cfg.ensemble, -1)  # (B,M,L)
-        z, state, poses, logits, grips = self._step_parts(latent, chunk)
+        z, state, poses, logits, grips = self._step_parts(latent, chunk, imagined=True)
         if state is None:
             return z
         if poses is None:
@@ -341,12 +350,45 @@ class StateDynamicsHead(nn.Module):
         else:
             cdf = odds.cumsum(-1)
             pick = (cdf <= draw.to(cdf)[:, None, None]).sum(-1).clamp_max(self.modes - 1)
+        if self.cfg.head_holds and self.kinematic:
+            holder = self._holder(latent, state)  # (B,) the gripper holding the cube in mid-air, or -1
+            held = holder[:, None] >= 0
+            pick = torch.where(held, self.modes - self.fk.num_grippers + holder[:, None].clamp_min(0), pick)
         pick = pick.expand(-1, latent.shape[1])  # (B,M)
         state = self._with_grips(state, grips, pick)
         pose = _take(poses, pick)
         if self.kinematic:
             pose = self._on_table(latent, pose)
         return torch.cat([z, state, pose], dim=-1)
+
+    def _holder(self, latent: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """(B,) the gripper that holds the object through this frame, or -1: the object starts it more than
+        CARRY_AIRBORNE above the table, within CARRY_REACH of that gripper's grasp point (the nearest such),
+        the gripper starts it closed (below HOLD_CLOSED) and opens by no more than CARRY_RELEASE in the
+        frame (members' means), as `carried_by` labels the recordings. `latent` (B,M,·): the frame's start;
+        `state` (B,M,S): its predicted end."""
+        L, S = self.cfg.latent_dim, self.cfg.state_dim
+        point, rot, position, rel = self._grasp(latent)
+        raw = lambda x: x * self.joint_std + self.joint_mean  # noqa: E731
+        start, end = raw(latent[..., L : L + S])[..., self.grippers], raw(state)[..., self.grippers]
+        opening, closed = (end - start).mean(1), start.mean(1) < self.HOLD_CLOSED  # (B,G)
+        reach = rel.norm(dim=-1).mean(1)  # (B,G)
+        airborne = (position[..., 2].mean(1) - self.fk.table_top > self.CARRY_AIRBORNE)[:, None]
+        able = airborne & closed & (reach < self.CARRY_REACH) & (opening <= self.CARRY_RELEASE)
+        nearest = reach.masked_fill(~able, float("inf")).argmin(-1)
+        return torch.where(able.any(-1), nearest, torch.full_like(nearest, -1))
+
+    def _rigid_holds(self, moved: torch.Tensor) -> torch.Tensor:
+        """The predicted pose changes (B,M,K,E), normalized, with each carried mode's change of position
+        (its departure from moving rigidly with its gripper) cut to CARRY_TOLERANCE, the most a recorded
+        carry ever departed from it: the carried modes learn only where they won, so elsewhere their
+        change is unconstrained (a held, lifted cube was moved 4-5 cm off the fingers, and the script
+        holding it judged the grasp lost and let go)."""
+        G, std = self.fk.num_grippers, self.pose_std[:3]
+        slip = moved[..., -G:, :3] * std  # (B,M,G,3) metres
+        scale = (self.CARRY_TOLERANCE / slip.norm(dim=-1, keepdim=True).clamp_min(1e-9)).clamp_max(1.0)
+        carried = torch.cat([slip * scale / std, moved[..., -G:, 3:]], dim=-1)
+        return torch.cat([moved[..., :-G, :], carried], dim=-2)
 
     def _on_table(self, latent: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
         """Imagined steps: the next normalized poses (B,M,E) held above the table the robot's MJCF gives. An
@@ -367,6 +409,7 @@ class StateDynamicsHead(nn.Module):
         xy = torch.where(landed[..., None], start[..., :2], pose[..., :2])
         return torch.cat([xy, ((z - mean[2]) / std[2])[..., None], pose[..., 3:]], dim=-1)
 
+    HOLD_CLOSED = 0.8  # opening (0..1) a gripper must start a frame below to hold (head_holds; a cube: ~0.6)
     LANDING = 0.015  # m below its resting height an object must be predicted to sink to have hit the table
 
     # m: a gripper carries an object only from within this of its grasp point (imagined steps). Recorded

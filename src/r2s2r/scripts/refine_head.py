@@ -43,6 +43,12 @@ with its own gripper openings ("carried", fingers stopped at the cube's width), 
 averaged "held" and "shut on air". Both are off by default: neither ranked the benchmark zoo better
 (benchmarks/head.py).
 
+--holds makes imagined holds hold (head_holds; imagined steps only, no weights, so it can also be switched
+on in a refined head's config.json): a cube in mid-air within reach of a closed gripper that does not
+open stays in that hand whatever the odds (the rule the training labels follow), and a carried cube moves
+rigidly with its gripper, within 5 mm. With --still_mode it is what ranks the benchmark zoo best
+(README: "Ranking checkpoints").
+
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds, instead of one change that averages them; each imagined
 episode of WorldModelEnv follows one, drawn once by the odds. Training scores the alternative nearest

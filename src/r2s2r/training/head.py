@@ -71,6 +71,7 @@ class RefineConfig:
     tracks_commands: bool = False  # next proprio from the last joint target (head_tracks_commands)
     arm_targets: bool = False  # the arm joints end each frame at their last target (head_arm_targets)
     still_mode: bool = False  # a pose mode that keeps the object exactly where it is (head_still_mode)
+    holds: bool = False  # imagined holds are holds: rigid, and kept in mid-air until released (head_holds)
     mode_grippers: bool = False  # each pose mode predicts its own gripper openings (head_mode_grippers)
     cameras: bool = (
         True  # the head reads the views (head_reads_cameras); False: proprio and object pose only,
@@ -136,6 +137,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "head_tracks_commands": cfg.tracks_commands,
             "head_arm_targets": cfg.arm_targets,
             "head_still_mode": cfg.still_mode,
+            "head_holds": cfg.holds,
             "head_mode_grippers": cfg.mode_grippers,
             "head_reads_cameras": cfg.cameras,
         }
