@@ -191,6 +191,8 @@ def main() -> None:
             )
         )  # fmt: skip
         seconds = time.perf_counter() - start
+        if not payload["policies"]:
+            sys.exit(f"{label}: no policy was ranked; the first error: {payload['failed'][0]['error']}")
         real = {p["name"]: p["real"] for p in payload["policies"]}
         floor = ranking_metrics(real, {n: floor_rates[n] for n in real}, 2000, 0)
         payload["noise_floor"] = floor

@@ -42,5 +42,7 @@ $PY -m r2s2r.scripts.refine_head --checkpoint=assets/world_model_small --cameras
 # after refining, as a head trained with it drifted more (held-out object error 4.0 / 8.1 / 7.8 cm).
 $PY -c 'import dataclasses, sys; from r2s2r.model.configuration_world_model import WorldModelConfig as C
 dataclasses.replace(C.load(sys.argv[1]), head_arm_targets=True).save(sys.argv[1])' outputs/bench/blind/$NAME
+# Imagined results belong to one head: drop the last head's (the logs and the second real run are kept).
+rm -rf outputs/bench/rank_state/state_head
 $PY benchmarks/rank.py --state_only --world_model outputs/bench/blind/$NAME --samples 4 \
   --output_dir outputs/bench/rank_state --out benchmarks/results/rank_state_only.json
