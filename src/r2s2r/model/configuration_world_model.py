@@ -97,7 +97,7 @@ class WorldModelConfig:
     # reach of a closed gripper that does not open in the frame stays in that hand (its carried mode is
     # taken whatever the odds: the rule the training labels follow), and a carried cube moves rigidly with
     # its gripper, within the labels' CARRY_TOLERANCE. Without it an episode's one draw loses a held cube at
-    # the first frame whose odds of "free" dip below it, and the carried modes' learnt change, unconstrained
+    # the first frame whose odds of "free" rise above it, and the carried modes' learnt change, unconstrained
     # outside the frames they won, moved lifted cubes centimetres off the fingers. No weights: it can be
     # switched on for a trained head (config.json)
     head_reads_cameras: bool = True  # the head's encoder reads the views through its conv trunk. False: a
