@@ -351,9 +351,8 @@ class StateDynamicsHead(nn.Module):
             cdf = odds.cumsum(-1)
             pick = (cdf <= draw.to(cdf)[:, None, None]).sum(-1).clamp_max(self.modes - 1)
         if self.cfg.head_holds and self.kinematic:
-            holder = self._holder(latent, state)  # (B,) the gripper holding the cube in mid-air, or -1
-            held = holder[:, None] >= 0
-            pick = torch.where(held, self.modes - self.fk.num_grippers + holder[:, None].clamp_min(0), pick)
+            held, holder = self._holder(latent, state)  # (B,) whether a gripper holds the cube, which one
+            pick = torch.where(held[:, None], self.modes - self.fk.num_grippers + holder[:, None], pick)
         pick = pick.expand(-1, latent.shape[1])  # (B,M)
         state = self._with_grips(state, grips, pick)
         pose = _take(poses, pick)
@@ -361,22 +360,26 @@ class StateDynamicsHead(nn.Module):
             pose = self._on_table(latent, pose)
         return torch.cat([z, state, pose], dim=-1)
 
-    def _holder(self, latent: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """(B,) the gripper that holds the object through this frame, or -1: the object starts it more than
-        CARRY_AIRBORNE above the table, within CARRY_REACH of that gripper's grasp point (the nearest such),
-        the gripper starts it closed (below HOLD_CLOSED) and opens by no more than CARRY_RELEASE in the
-        frame (members' means), as `carried_by` labels the recordings. `latent` (B,M,·): the frame's start;
-        `state` (B,M,S): its predicted end."""
+    def _holds(self, height: torch.Tensor, reach: torch.Tensor, opening: torch.Tensor) -> torch.Tensor:
+        """Where a gripper holds the object through a frame whatever it did (the labels' rule, `carried_by`,
+        and imagination's, `head_holds`): the object starts it more than CARRY_AIRBORNE above the table
+        (`height`, m), within CARRY_REACH of that gripper's grasp point (`reach`, m), and the gripper opens by
+        no more than CARRY_RELEASE of its range (`opening`)."""
+        airborne = height - self.fk.table_top > self.CARRY_AIRBORNE
+        return airborne & (reach < self.CARRY_REACH) & (opening <= self.CARRY_RELEASE)
+
+    def _holder(self, latent: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Whether a gripper holds the object through this frame (B,) bool, and which (B,) (the nearest such):
+        `_holds` on the members' means, and the gripper starts the frame closed (below HOLD_CLOSED).
+        `latent` (B,M,·): the frame's start; `state` (B,M,S): its predicted end."""
         L, S = self.cfg.latent_dim, self.cfg.state_dim
-        point, rot, position, rel = self._grasp(latent)
+        _, _, position, rel = self._grasp(latent)
         raw = lambda x: x * self.joint_std + self.joint_mean  # noqa: E731
         start, end = raw(latent[..., L : L + S])[..., self.grippers], raw(state)[..., self.grippers]
-        opening, closed = (end - start).mean(1), start.mean(1) < self.HOLD_CLOSED  # (B,G)
         reach = rel.norm(dim=-1).mean(1)  # (B,G)
-        airborne = (position[..., 2].mean(1) - self.fk.table_top > self.CARRY_AIRBORNE)[:, None]
-        able = airborne & closed & (reach < self.CARRY_REACH) & (opening <= self.CARRY_RELEASE)
-        nearest = reach.masked_fill(~able, float("inf")).argmin(-1)
-        return torch.where(able.any(-1), nearest, torch.full_like(nearest, -1))
+        able = self._holds(position[..., 2].mean(1)[:, None], reach, (end - start).mean(1))
+        able &= start.mean(1) < self.HOLD_CLOSED
+        return able.any(-1), reach.masked_fill(~able, float("inf")).argmin(-1)
 
     def _rigid_holds(self, moved: torch.Tensor) -> torch.Tensor:
         """The predicted pose changes (B,M,K,E), normalized, with each carried mode's change of position
@@ -502,12 +505,7 @@ class StateDynamicsHead(nn.Module):
         point1, rot1 = self.fk(raw1)
         rigid = point1 + (rot1 @ rel[..., None])[..., 0]
         moved = (after - before).norm(dim=-1) > self.CARRY_MOVED
-        opening = (raw1 - raw)[:, self.grippers] > self.CARRY_RELEASE  # (B,G)
-        held = (
-            (before[..., 2] - self.fk.table_top > self.CARRY_AIRBORNE)
-            & (rel.norm(dim=-1) < self.CARRY_REACH)
-            & ~opening
-        )
+        held = self._holds(before[..., 2], rel.norm(dim=-1), (raw1 - raw)[:, self.grippers])  # (B,G)
         return ((rigid - after).norm(dim=-1) < self.CARRY_TOLERANCE) & (moved | held)
 
     def _pose(self, latent: torch.Tensor) -> torch.Tensor:
