@@ -45,7 +45,7 @@ def _timed(fn, min_seconds: float, device: torch.device) -> float:
 
 def denoiser_flops(cfg: WorldModelConfig, batch: int) -> float:
     """Forward FLOPs of one denoiser call (matmuls only): 2 * tokens * (12 D^2 + 2 tokens D) per block."""
-    tokens = (cfg.context_frames + 1) * cfg.tokens_per_frame
+    tokens = cfg.sequence_length
     D = cfg.width
     per_block = 2 * tokens * (4 * D * D + 2 * D * int(D * cfg.mlp_ratio)) + 4 * tokens * tokens * D
     return batch * cfg.depth * per_block

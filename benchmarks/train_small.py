@@ -34,6 +34,7 @@ from common import machine_info, print_table, write_json  # noqa: E402
 from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate  # noqa: E402
 from r2s2r.data.recorder import RecordConfig, record  # noqa: E402
 from r2s2r.eval.openloop import OpenLoopConfig, evaluate_openloop  # noqa: E402
+from r2s2r.model.configuration_world_model import WorldModelConfig  # noqa: E402
 from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
 from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 from r2s2r.rollout.policy import PolicyConfig  # noqa: E402
@@ -165,6 +166,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--sampling_steps", type=int, nargs="+", default=[1, 6], help="open-loop with each")
+    parser.add_argument("--model", type=json.loads, default={},
+                        help="small preset overrides, JSON: '{\"relative_actions\": true}'")  # fmt: skip
     parser.add_argument("--out", default="benchmarks/results/train_small.json")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", force=True)
@@ -176,6 +179,7 @@ def main() -> None:
     payload["data"]["seconds"] = time.perf_counter() - tic
 
     cfg = TrainConfig(output_dir=str(root / "train_small"), preset="small", steps=args.steps,
+                      model=WorldModelConfig.small(**args.model),
                       batch_size=args.batch_size, save_every=250, log_every=50, num_workers=2)  # fmt: skip
     cfg.data.root = str(root / "data" / "train")
     cfg.resume = (Path(cfg.output_dir) / "checkpoints" / "last").exists()

@@ -31,8 +31,11 @@ def _model(clips, **overrides):
     return model
 
 
-def test_loss_is_finite_and_every_parameter_learns(clips):
-    model = _model(clips)
+@pytest.mark.parametrize(
+    "overrides", [{}, {"relative_actions": True, "context_tokens": False}], ids=["default", "relative_short"]
+)
+def test_loss_is_finite_and_every_parameter_learns(clips, overrides):
+    model = _model(clips, **overrides)
     batch = _batch(clips)
     loss, logs = model(batch)
     assert torch.isfinite(loss) and set(logs) == {"loss", "denoise", "state", "judge"}
@@ -109,6 +112,8 @@ def test_bad_configs():
         WorldModelConfig.tiny(image_height=30)
     with pytest.raises(ValueError, match="width=30 must be divisible by heads=4"):
         WorldModelConfig.tiny(width=30, heads=4)
+    with pytest.raises(ValueError, match="context_tokens=False needs stack_context=True"):
+        WorldModelConfig.tiny(context_tokens=False, stack_context=False)
 
 
 def test_missing_camera_in_batch(clips):
@@ -167,11 +172,13 @@ def test_head_uncertainty_is_higher_off_the_data(clips):
     assert spread["random"] > 5 * spread["logged"]
 
 
+@pytest.mark.parametrize("context_tokens", [True, False])
 @pytest.mark.parametrize("joint_tokens", [True, False])
-def test_joint_tokens_carry_each_joints_action_to_the_patches(joint_tokens):
+def test_joint_tokens_carry_each_joints_action_to_the_patches(joint_tokens, context_tokens):
     """With the global (adaLN) action path cut, one joint's action still reaches the target's patches
-    through its own token when `joint_tokens` is on, and cannot when it is off."""
-    cfg = WorldModelConfig.tiny(joint_tokens=joint_tokens)
+    through its own token when `joint_tokens` is on, and cannot when it is off; with or without the
+    context frames' patches in the sequence (which sets its length)."""
+    cfg = WorldModelConfig.tiny(joint_tokens=joint_tokens, context_tokens=context_tokens)
     torch.manual_seed(0)
     den = WorldModel(cfg).denoiser
     with torch.no_grad():
@@ -190,17 +197,19 @@ def test_joint_tokens_carry_each_joints_action_to_the_patches(joint_tokens):
     with torch.no_grad():
         out = den(noisy, sigma, context, context_sigma, chunks, states)
         out_moved = den(noisy, sigma, context, context_sigma, moved, states)
-    assert lengths[0] == (K + 1) * cfg.tokens_per_frame
-    assert cfg.tokens_per_frame == V * cfg.patches_per_frame + (28 if joint_tokens else 0)
+    joints = 28 if joint_tokens else 0  # 14 action + 14 proprio tokens per frame
+    patches = (K + 1 if context_tokens else 1) * V * cfg.patches_per_frame
+    assert lengths[0] == cfg.sequence_length == patches + (K + 1) * joints
     changed = (out_moved - out).abs().max().item()
     assert changed > 1e-3 if joint_tokens else changed == 0.0
 
 
-@pytest.mark.parametrize("stack_context", [True, False])
-def test_stacked_context_reaches_its_own_patch_without_attention(stack_context):
+@pytest.mark.parametrize("stack_context, context_tokens", [(True, True), (False, True), (True, False)])
+def test_stacked_context_reaches_its_own_patch_without_attention(stack_context, context_tokens):
     """With every block still the identity (adaLN-Zero at init), a target patch reads the context frames'
-    pixels at its own place when `stack_context` is on, and nothing of them when it is off."""
-    cfg = WorldModelConfig.tiny(stack_context=stack_context)
+    pixels at its own place when `stack_context` is on, and nothing of them when it is off; the same
+    whether or not the context frames' patches are also tokens."""
+    cfg = WorldModelConfig.tiny(stack_context=stack_context, context_tokens=context_tokens)
     torch.manual_seed(0)
     den = WorldModel(cfg).denoiser
     with torch.no_grad():
@@ -541,3 +550,25 @@ def test_each_pose_mode_carries_its_own_gripper_openings(clips):
             nxt, _ = head.step_supervised(latent, chunk, pose[None], truth[None])
             torch.testing.assert_close(head.decode(nxt)["state"][0], truth.expand(cfg.ensemble, -1))
             torch.testing.assert_close(head.decode(nxt)["env_state"][0], pose.expand(cfg.ensemble, -1))
+
+
+def test_relative_actions_read_zero_for_an_arm_holding_still(clips):
+    """With `relative_actions` the denoiser reads each chunk's targets and their offsets from the proprio of
+    the frame the chunk leads from, in units of RELATIVE_UNIT action std: targets equal to the proprio read
+    exactly zero, a target 0.1 rad past it reads 0.1 / (RELATIVE_UNIT * std)."""
+    from r2s2r.model.modeling_world_model import RELATIVE_UNIT
+
+    model = _model(clips, relative_actions=True)
+    B, K, stride, A = 2, model.config.context_frames, model.config.frame_stride, model.config.action_dim
+    proprio = torch.randn(B, K, A) * 0.3
+    targets = proprio[:, :, None].repeat(1, 1, stride, 1)  # every target where the joint already is
+    targets[1, -1, :, 3] += 0.1  # second clip, last chunk: joint 3 heads 0.1 rad further
+    read = model.denoiser_chunks(model.norm_chunks(targets), model.norm("state", proprio))
+    assert read.shape == (B, K, 2 * stride * A)
+    assert torch.allclose(read[..., : stride * A], model.norm_chunks(targets))  # the targets come first
+    offsets = read[..., stride * A :].unflatten(-1, (stride, A))
+    expected = torch.zeros_like(offsets)
+    expected[1, -1, :, 3] = 0.1 / (RELATIVE_UNIT * model.action_std[3])
+    assert torch.allclose(offsets, expected, rtol=1e-4, atol=1e-3)  # norm then unnorm: float32 rounding
+    with pytest.raises(ValueError, match="relative_actions needs actions that are joint targets"):
+        WorldModelConfig.tiny(relative_actions=True, action_dim=7)

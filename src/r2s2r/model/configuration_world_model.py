@@ -22,7 +22,7 @@ from r2s2r.data.commit import atomic_write_text
 PRE_FIELD_DEFAULTS = {
     "head_reads_objects": False, "head_carries_state": False, "head_kinematics": False,
     "head_tracks_commands": False, "head_still_mode": False, "head_mode_grippers": False,
-    "head_arm_targets": False, "head_holds": False,
+    "head_arm_targets": False, "head_holds": False, "context_tokens": True, "relative_actions": False,
 }  # fmt: skip
 
 
@@ -48,6 +48,15 @@ class WorldModelConfig:
     # (channel-stacked, as DIAMOND's UNet): "what was here" is local, not left for attention to find
     joint_tokens: bool = True  # also give every joint's action chunk and proprio its own token in each
     # frame, so that image patches can attend to the joints they show (adaLN alone is global per frame)
+    context_tokens: bool = True  # the context frames' patches are tokens of the sequence too. False: only
+    # the target frame's patches (each with its stacked context) and the joint tokens attend, a sequence
+    # 2.3x shorter in `small` (228 tokens instead of 516): the context still reaches every target patch at its
+    # own place (needs stack_context), and the rest of the frame through the target's tokens
+    relative_actions: bool = False  # with joint-target actions (state_dim == action_dim): the denoiser also
+    # reads every chunk's targets relative to the proprio of the frame it leads from, (target - position) in
+    # units of RELATIVE_UNIT action std, next to the absolute targets. An arm whose targets stay where it is
+    # reads as zeros: in absolute (normalized) terms a frame's motion is a tenth of the joints' spread, and
+    # the wrist views of idle arms drifted
     context_noise: float = 0.2  # max noise level put on context frames in training (robust rollouts)
     mean_fraction: float = 0.5  # share of training samples at pure noise: the conditional mean, which
     # few-step sampling starts from, is learnt directly instead of from the logit-normal's thin tail
@@ -117,6 +126,15 @@ class WorldModelConfig:
                     f"{side}={getattr(self, side)} is not a multiple of patch_size={self.patch_size}; "
                     "pick sizes that the patch divides."
                 )
+        if not self.context_tokens and not self.stack_context:
+            raise ValueError(
+                "context_tokens=False needs stack_context=True: otherwise the target frame sees no context."
+            )
+        if self.relative_actions and self.state_dim != self.action_dim:
+            raise ValueError(
+                f"relative_actions needs actions that are joint targets (action_dim={self.action_dim} == "
+                f"state_dim={self.state_dim}); turn it off for this robot."
+            )
         if self.width % self.heads:
             raise ValueError(f"width={self.width} must be divisible by heads={self.heads}.")
         if self.context_frames < 1 or self.frame_stride < 1 or self.ensemble < 1 or self.sampling_steps < 1:
@@ -151,12 +169,27 @@ class WorldModelConfig:
         return self.num_views * self.patches_per_frame + joints
 
     @property
+    def sequence_length(self) -> int:
+        """Tokens in one denoiser pass: every frame's (context_tokens) or only the target's patches, and every
+        frame's joint tokens."""
+        joints = self.action_dim + self.state_dim if self.joint_tokens else 0
+        frames = self.context_frames + 1
+        if self.context_tokens:
+            return frames * self.tokens_per_frame
+        return self.num_views * self.patches_per_frame + frames * joints
+
+    @property
     def patch_dim(self) -> int:
         return 3 * self.patch_size**2
 
     @property
     def chunk_dim(self) -> int:
         return self.frame_stride * self.action_dim
+
+    @property
+    def action_features(self) -> int:
+        """Values the denoiser reads per joint and control step: a target, and its offset from the proprio."""
+        return 2 if self.relative_actions else 1
 
     @property
     def camera_keys(self) -> list[str]:

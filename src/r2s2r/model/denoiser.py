@@ -73,11 +73,13 @@ class MultiViewDenoiser(nn.Module):
         # named by the robot, so one model can hold several embodiments.
         self.noise_proj = Timesteps(D, flip_sin_to_cos=True, downscale_freq_shift=0)
         self.noise_emb = TimestepEmbedding(D, D)
-        self.action_emb = nn.ModuleDict({cfg.robot: mlp(cfg.chunk_dim, D, D)})
+        self.action_emb = nn.ModuleDict({cfg.robot: mlp(cfg.chunk_dim * cfg.action_features, D, D)})
         self.state_emb = nn.ModuleDict({cfg.robot: mlp(cfg.state_dim, D, D)})
         self.no_action = nn.Parameter(torch.zeros(1, 1, D))  # what led into the first context frame
         if cfg.joint_tokens:  # one token per joint: its `frame_stride` action values / its proprio value
-            self.action_token = nn.ModuleDict({cfg.robot: nn.Linear(cfg.frame_stride, D)})
+            self.action_token = nn.ModuleDict(
+                {cfg.robot: nn.Linear(cfg.frame_stride * cfg.action_features, D)}
+            )
             self.state_token = nn.ModuleDict({cfg.robot: nn.Linear(1, D)})
             self.action_joint = nn.Parameter(torch.randn(1, 1, cfg.action_dim, D) * 0.02)
             self.state_joint = nn.Parameter(torch.randn(1, 1, cfg.state_dim, D) * 0.02)
@@ -119,7 +121,7 @@ class MultiViewDenoiser(nn.Module):
     def joint_tokens(self, chunks: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
         """Per-frame joint tokens (B, K+1, A+S, D): the chunk that led into the frame, then its proprio."""
         cfg, (B, K) = self.cfg, states.shape[:2]
-        per_joint = chunks.reshape(B, K, cfg.frame_stride, cfg.action_dim).transpose(2, 3)  # (B,K,A,stride)
+        per_joint = chunks.reshape(B, K, -1, cfg.action_dim).transpose(2, 3)  # (B,K,A,stride*features)
         actions = self.action_token[cfg.robot](per_joint) + self.action_joint  # (B,K,A,D)
         actions = torch.cat([self.no_action_tokens.expand(B, 1, -1, -1) + self.action_joint, actions], dim=1)
         proprio = self.state_token[cfg.robot](states[..., None]) + self.state_joint  # (B,K,S,D)
@@ -142,24 +144,31 @@ class MultiViewDenoiser(nn.Module):
             sigma: (B,) noise level in [0,1] (0 clean, 1 pure noise).
             context: (B,K,V,3,H,W) context frames, pixels in [-1,1], possibly noised to `context_sigma`.
             context_sigma: (B,) noise level of the context frames.
-            chunks: (B,K,stride*A) normalized action chunks; chunk k leads from frame k to frame k+1 (the last
-                one from the last context frame to the target).
+            chunks: (B,K,features*stride*A) normalized action chunks; chunk k leads from frame k to frame k+1
+                (the last one from the last context frame to the target); with `relative_actions` the targets'
+                offsets from the proprio follow the targets (`WorldModel.denoiser_chunks`).
             states: (B,K,S) normalized proprio at the context frames.
         """
         frames = torch.cat([context, noisy[:, None]], dim=1)  # (B,K+1,V,3,H,W)
         patches = self.patchify(frames)  # (B,F,V,P,pd)
-        x = self.patch_in(patches) + self.pos_emb + self.view_emb + self.frame_emb  # (B,F,V,P,D)
-        B, F, V, P, D = x.shape
+        cond = self.conditioning(sigma, context_sigma, chunks, states)  # (B,F,D)
+        if not self.cfg.context_tokens:
+            patches = patches[:, -1:]  # the target's patches; the context arrives stacked
+        x = self.patch_in(patches) + self.pos_emb + self.view_emb + self.frame_emb[:, -patches.shape[1] :]
+        B, F, V, P, D = x.shape  # (B,F,V,P,D): F = K+1 frames, or the target alone
         if self.cfg.stack_context:
-            stacked = rearrange(patches[:, :-1], "b k v p d -> b v p (k d)")  # (B,V,P,K*pd)
+            stacked = rearrange(self.patchify(context), "b k v p d -> b v p (k d)")  # (B,V,P,K*pd)
             x = torch.cat([x[:, :-1], (x[:, -1] + self.context_in(stacked))[:, None]], dim=1)
         x = x.reshape(B, F, V * P, D)
         if self.cfg.joint_tokens:
-            joints = self.joint_tokens(chunks, states) + self.frame_emb[:, :, 0]  # (B,F,A+S,D)
+            joints = self.joint_tokens(chunks, states) + self.frame_emb[:, :, 0]  # (B,K+1,A+S,D)
+            if not self.cfg.context_tokens:  # one group: each frame's joints carry that frame's conditioning
+                joints = (joints + cond[:, :, None]).reshape(B, 1, -1, D)
             x = torch.cat([x, joints], dim=2)
+        if not self.cfg.context_tokens:
+            cond = cond[:, -1:]  # adaLN of the one group: the target frame's
         per_frame = x.shape[2]
-        x = x.reshape(B, F * per_frame, D)  # one sequence: every view of every frame attends to every other
-        cond = self.conditioning(sigma, context_sigma, chunks, states)  # (B,F,D)
+        x = x.reshape(B, F * per_frame, D)  # one sequence: every view (of every frame) attends to every other
         for block in self.blocks:
             x = block(x, cond, per_frame)
         target = x[:, -per_frame:][:, : V * P]  # (B,V*P,D) the target frame's image tokens

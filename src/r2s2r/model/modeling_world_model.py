@@ -30,6 +30,7 @@ from r2s2r.model.denoiser import MultiViewDenoiser
 from r2s2r.model.state_head import Judge, StateDynamicsHead
 
 STAT_KEYS = {"state": "observation.state", "action": "action", "env": "observation.environment_state"}
+RELATIVE_UNIT = 0.2  # relative actions are read in units of a fifth of the action's std (a frame's motion)
 ROBUST_SPAN = 4.65  # the 1-99 % range of a normal distribution, in standard deviations
 
 
@@ -118,7 +119,11 @@ class WorldModel(nn.Module):
         context_sigma = torch.rand(B, device=x0.device) * self.config.context_noise
         s = context_sigma.view(B, 1, 1, 1, 1, 1)
         context = (1 - s) * context + s * torch.randn_like(context)
-        out = self.denoiser(noisy, sigma, context, context_sigma, chunks[:, j - K : j], states[:, j - K : j])
+        chunks, states = (
+            self.denoiser_chunks(chunks[:, j - K : j], states[:, j - K : j]),
+            states[:, j - K : j],
+        )
+        out = self.denoiser(noisy, sigma, context, context_sigma, chunks, states)
         c_skip, c_out = self.precondition(sigma)
         return F.mse_loss(out, (x0 - c_skip * noisy) / c_out)
 
@@ -146,8 +151,19 @@ class WorldModel(nn.Module):
     ) -> torch.Tensor:
         """The flow-matching velocity (noise - x0) at `noisy`, from the preconditioned x0 prediction."""
         c_skip, c_out = self.precondition(sigma)
+        chunks = self.denoiser_chunks(chunks, states)
         x0 = c_skip * noisy + c_out * self.denoiser(noisy, sigma, context, context_sigma, chunks, states)
         return (noisy - x0) / sigma.clamp_min(1e-4).view(-1, 1, 1, 1, 1)
+
+    def denoiser_chunks(self, chunks: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+        """The action chunks as the denoiser reads them: (B,K,C), and with `relative_actions` (B,K,2C), the
+        targets followed by their offsets from the proprio at the frame each chunk leads from."""
+        if not self.config.relative_actions:
+            return chunks
+        targets = self.unnorm("action", chunks.unflatten(-1, (-1, self.config.action_dim)))  # (B,K,stride,A)
+        position = self.unnorm("state", states)[..., None, :]  # (B,K,1,A)
+        offsets = (targets - position) / (RELATIVE_UNIT * self.action_std)
+        return torch.cat([chunks, offsets.flatten(-2)], dim=-1)
 
     def denoise_target(self, frame: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
         """What the denoiser generates for `frame`: the frame, or its scaled change from `last`."""
