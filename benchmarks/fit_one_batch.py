@@ -28,8 +28,8 @@ from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
 
 VARIANTS = {
     "stacked context + joint tokens": dict(),
-    "joint tokens only": dict(stack_context=False),
-    "adaLN only": dict(stack_context=False, joint_tokens=False),
+    "joint tokens only": dict(stack_context=False, context_tokens=True),
+    "adaLN only": dict(stack_context=False, joint_tokens=False, context_tokens=True),
 }
 
 
@@ -57,7 +57,7 @@ def fit(data: Path, overrides: dict, steps: int, lr: float, seed: int = 0) -> li
                     torch.ones(B),
                     frames[:, :K],
                     torch.zeros(B),
-                    chunks[:, :K],
+                    model.denoiser_chunks(chunks[:, :K], states[:, :K]),
                     states[:, :K],
                 )
                 _, c_out = model.precondition(torch.ones(B))

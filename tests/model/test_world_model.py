@@ -32,7 +32,7 @@ def _model(clips, **overrides):
 
 
 @pytest.mark.parametrize(
-    "overrides", [{}, {"relative_actions": True, "context_tokens": False}], ids=["default", "relative_short"]
+    "overrides", [{}, {"relative_actions": False, "context_tokens": True}], ids=["default", "absolute_long"]
 )
 def test_loss_is_finite_and_every_parameter_learns(clips, overrides):
     model = _model(clips, **overrides)
@@ -191,7 +191,8 @@ def test_joint_tokens_carry_each_joints_action_to_the_patches(joint_tokens, cont
     B, K, V = 2, cfg.context_frames, cfg.num_views
     noisy, context = torch.randn(B, V, 3, 32, 32), torch.randn(B, K, V, 3, 32, 32)
     sigma, context_sigma = torch.full((B,), 0.5), torch.zeros(B)
-    chunks, states = torch.randn(B, K, cfg.chunk_dim), torch.randn(B, K, cfg.state_dim)
+    chunks = torch.randn(B, K, cfg.chunk_dim * cfg.action_features)  # as WorldModel.denoiser_chunks gives
+    states = torch.randn(B, K, cfg.state_dim)
     moved = chunks.clone()
     moved[:, -1, 3 :: cfg.action_dim] += 1.0  # joint 3, every control step of the last chunk
     with torch.no_grad():
@@ -216,7 +217,8 @@ def test_stacked_context_reaches_its_own_patch_without_attention(stack_context, 
         den.patch_out.weight.normal_(0, 0.2)  # untrained output layer is zero: let it show its input
     B, K, V = 1, cfg.context_frames, cfg.num_views
     noisy, context = torch.randn(B, V, 3, 32, 32), torch.randn(B, K, V, 3, 32, 32)
-    args = (torch.ones(B), torch.zeros(B), torch.randn(B, K, cfg.chunk_dim), torch.randn(B, K, cfg.state_dim))
+    chunks = torch.randn(B, K, cfg.chunk_dim * cfg.action_features)
+    args = (torch.ones(B), torch.zeros(B), chunks, torch.randn(B, K, cfg.state_dim))
     moved = context.clone()
     moved[:, -1, 1, :, 8:16, 16:24] += 1.0  # last context frame, view 1, the patch at row 1, column 2
     with torch.no_grad():

@@ -1,12 +1,15 @@
 """Multi-view, action-conditioned diffusion transformer: the network that imagines the next frame.
 
-Every (frame, view) image is cut into patches; the tokens of all K context frames and of the noisy target
-frame, in all V views, attend to each other in one sequence, so views must agree with each other and with
-the past. Each frame's tokens are modulated (adaLN-Zero, as in DiT) by that frame's own conditioning:
-its noise level, the action chunk that led into it and, for context frames, the proprio measured there.
-So actions condition every frame, not the clip as a whole. adaLN shifts every patch of a frame alike, so
-(with `joint_tokens`) each frame also carries one token per joint of its action chunk and one per proprio
-value, in the same sequence: a patch that shows the left gripper can attend to the left gripper's joints.
+Every (frame, view) image is cut into patches. Each patch of the noisy target frame also reads the same patch
+of the K context frames (channel-stacked, `stack_context`); the target's patches in all V views attend to
+each other in one sequence, so views must agree with each other and with the past (with `context_tokens` the
+context frames' patches are tokens of that sequence too, 2.3x longer). Each frame's tokens are modulated
+(adaLN-Zero, as in DiT) by that frame's own conditioning: its noise level, the action chunk that led into
+it and, for context frames, the proprio measured there. So actions condition every frame, not the clip as a
+whole. adaLN shifts every patch of a frame alike, so (with `joint_tokens`) each frame also carries one token
+per joint of its action chunk and one per proprio value, in the same sequence: a patch that shows the left
+gripper can attend to the left gripper's joints. With `relative_actions` a joint's action token also reads
+how far each target lies from where the joint is, so an idle arm reads zeros.
 
 The network's output is turned into a denoised target by the world model's EDM-style preconditioning and
 from there into the flow-matching velocity `noise - x0` (rectified flow, the parameterisation of diffusers'
