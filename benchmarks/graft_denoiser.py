@@ -68,7 +68,16 @@ def main() -> None:
     parser.add_argument("--half", action="store_true", help="store weight matrices in float16")
     args = parser.parse_args()
     model = graft(WorldModel.from_pretrained(args.video), WorldModel.from_pretrained(args.into))
-    print(f"wrote {model.save_pretrained(args.out, half_matrices=args.half)}")
+    readme = Path(args.into, "README.md")
+    kept = (
+        readme.read_text()
+        if readme.is_file() and Path(args.out).resolve() == Path(args.into).resolve()
+        else None
+    )
+    out = model.save_pretrained(args.out, half_matrices=args.half)  # replaces the directory as a whole
+    if kept is not None:  # writing over --into: its README (how it was made) stays, to be updated by hand
+        Path(out, "README.md").write_text(kept)
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
