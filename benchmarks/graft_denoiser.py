@@ -15,16 +15,14 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's GL)
+import r2s2r.robots.aloha  # noqa: F401  (torch + triton before MuJoCo's GL)
 
 # isort: split
-from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
+from r2s2r.model.modeling_world_model import WorldModel
 
 # What only the denoiser depends on: these come from the video checkpoint.
 DENOISER_FIELDS = (

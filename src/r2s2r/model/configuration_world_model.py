@@ -173,11 +173,12 @@ class WorldModelConfig:
     def sequence_length(self) -> int:
         """Tokens in one denoiser pass: every frame's (context_tokens) or only the target's patches, and every
         frame's joint tokens."""
-        joints = self.action_dim + self.state_dim if self.joint_tokens else 0
-        frames = self.context_frames + 1
+        frames, patches = self.context_frames + 1, self.num_views * self.patches_per_frame
         if self.context_tokens:
             return frames * self.tokens_per_frame
-        return self.num_views * self.patches_per_frame + frames * joints
+        return patches + frames * (
+            self.tokens_per_frame - patches
+        )  # the target's patches, every frame's joints
 
     @property
     def patch_dim(self) -> int:

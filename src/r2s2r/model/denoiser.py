@@ -152,15 +152,15 @@ class MultiViewDenoiser(nn.Module):
                 offsets from the proprio follow the targets (`WorldModel.denoiser_chunks`).
             states: (B,K,S) normalized proprio at the context frames.
         """
-        frames = torch.cat([context, noisy[:, None]], dim=1)  # (B,K+1,V,3,H,W)
-        patches = self.patchify(frames)  # (B,F,V,P,pd)
-        cond = self.conditioning(sigma, context_sigma, chunks, states)  # (B,F,D)
-        if not self.cfg.context_tokens:
-            patches = patches[:, -1:]  # the target's patches; the context arrives stacked
+        context_patches = self.patchify(context)  # (B,K,V,P,pd)
+        patches = self.patchify(noisy[:, None])  # (B,1,V,P,pd): the target's; the context arrives stacked
+        if self.cfg.context_tokens:
+            patches = torch.cat([context_patches, patches], dim=1)  # (B,K+1,V,P,pd)
+        cond = self.conditioning(sigma, context_sigma, chunks, states)  # (B,K+1,D)
         x = self.patch_in(patches) + self.pos_emb + self.view_emb + self.frame_emb[:, -patches.shape[1] :]
         B, F, V, P, D = x.shape  # (B,F,V,P,D): F = K+1 frames, or the target alone
         if self.cfg.stack_context:
-            stacked = rearrange(self.patchify(context), "b k v p d -> b v p (k d)")  # (B,V,P,K*pd)
+            stacked = rearrange(context_patches, "b k v p d -> b v p (k d)")  # (B,V,P,K*pd)
             x = torch.cat([x[:, :-1], (x[:, -1] + self.context_in(stacked))[:, None]], dim=1)
         x = x.reshape(B, F, V * P, D)
         if self.cfg.joint_tokens:
