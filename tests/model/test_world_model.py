@@ -114,6 +114,8 @@ def test_bad_configs():
         WorldModelConfig.tiny(width=30, heads=4)
     with pytest.raises(ValueError, match="context_tokens=False needs stack_context=True"):
         WorldModelConfig.tiny(context_tokens=False, stack_context=False)
+    with pytest.raises(ValueError, match="view_balance=-1 must be in"):
+        WorldModelConfig.tiny(view_balance=-1)
 
 
 def test_missing_camera_in_batch(clips):
@@ -574,3 +576,23 @@ def test_relative_actions_read_zero_for_an_arm_holding_still(clips):
     assert torch.allclose(offsets, expected, rtol=1e-4, atol=1e-3)  # norm then unnorm: float32 rounding
     with pytest.raises(ValueError, match="relative_actions needs actions that are joint targets"):
         WorldModelConfig.tiny(relative_actions=True, action_dim=7)
+
+
+def test_view_balance_weighs_each_view_by_its_running_change(clips):
+    x0 = torch.ones(4, 2, 3, 32, 32)
+    x0[:, 0] = 0.5  # the top view changes half as much: a quarter of the squared change
+    flat = _model(clips)
+    torch.testing.assert_close(flat.view_weights(x0), torch.ones(2))
+    model = _model(clips, view_balance=1.0)
+    # the first batch sets the energies (0.25, 1): weights 1/0.25 and 1/1, scaled to average 1
+    torch.testing.assert_close(model.view_weights(x0), torch.tensor([1.6, 0.4]))
+    # the next batches move them by 1 %: (0.99 * 0.25 + 0.01 * 1, 1) = (0.2575, 1)
+    torch.testing.assert_close(
+        model.view_weights(torch.ones_like(x0)), torch.tensor([2 / 0.2575, 2.0]) / (1 / 0.2575 + 1)
+    )
+    model.eval()  # evaluation reads the weights and leaves them alone
+    before = model.view_energy.clone()
+    model.view_weights(torch.zeros_like(x0))
+    torch.testing.assert_close(model.view_energy, before)
+    half = _model(clips, view_balance=0.5)  # the square root: weights 2 and 1, scaled to average 1
+    torch.testing.assert_close(half.view_weights(x0), torch.tensor([4 / 3, 2 / 3]))

@@ -23,6 +23,7 @@ PRE_FIELD_DEFAULTS = {
     "head_reads_objects": False, "head_carries_state": False, "head_kinematics": False,
     "head_tracks_commands": False, "head_still_mode": False, "head_mode_grippers": False,
     "head_arm_targets": False, "head_holds": False, "context_tokens": True, "relative_actions": False,
+    "view_balance": 0.0,
 }  # fmt: skip
 
 
@@ -58,6 +59,11 @@ class WorldModelConfig:
     # units of RELATIVE_UNIT action std, next to the absolute targets. An arm whose targets stay where it is
     # reads as zeros: in absolute (normalized) terms a frame's motion is a tenth of the joints' spread, and
     # the wrist views of idle arms drifted
+    view_balance: float = 0.0  # training only: each view's share of the denoising loss is scaled by its
+    # typical squared change per frame to the power -view_balance (running mean over batches, weights
+    # averaging 1). 0: every pixel counts alike, and the wrist views, whose frames change 10x more than the
+    # top view's, take 95 % of the gradient; 1: every view's error counts relative to its own change, as
+    # PSNR gains over copy-last-frame do
     context_noise: float = 0.2  # max noise level put on context frames in training (robust rollouts)
     mean_fraction: float = 0.5  # share of training samples at pure noise: the conditional mean, which
     # few-step sampling starts from, is learnt directly instead of from the logit-normal's thin tail
@@ -142,6 +148,8 @@ class WorldModelConfig:
             raise ValueError("context_frames, frame_stride, ensemble and sampling_steps must all be >= 1.")
         if not 0.0 <= self.context_noise < 1.0:
             raise ValueError(f"context_noise={self.context_noise} must be in [0, 1).")
+        if not 0.0 <= self.view_balance <= 2.0:
+            raise ValueError(f"view_balance={self.view_balance} must be in [0, 2].")
         if not 0.0 <= self.mean_fraction <= 1.0:
             raise ValueError(f"mean_fraction={self.mean_fraction} must be in [0, 1].")
         if not 1 <= self.head_pose_modes <= 8:

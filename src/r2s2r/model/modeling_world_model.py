@@ -45,6 +45,8 @@ class WorldModel(nn.Module):
         for name, dim in dims.items():
             self.register_buffer(f"{name}_mean", torch.zeros(dim))
             self.register_buffer(f"{name}_std", torch.ones(dim))
+        # running mean of each view's squared denoising target (view_balance); training state, not saved
+        self.register_buffer("view_energy", torch.zeros(config.num_views), persistent=False)
 
     # ------------------------------------------------------------------ normalization
     def set_stats(self, stats: dict[str, dict[str, torch.Tensor]]) -> None:
@@ -125,7 +127,23 @@ class WorldModel(nn.Module):
         )
         out = self.denoiser(noisy, sigma, context, context_sigma, chunks, states)
         c_skip, c_out = self.precondition(sigma)
-        return F.mse_loss(out, (x0 - c_skip * noisy) / c_out)
+        per_view = F.mse_loss(out, (x0 - c_skip * noisy) / c_out, reduction="none").mean(dim=(0, 2, 3, 4))
+        return (self.view_weights(x0) * per_view).mean()
+
+    def view_weights(self, x0: torch.Tensor | None = None) -> torch.Tensor:
+        """Each view's weight in the denoising loss, (V,), averaging 1: `view_energy ** -view_balance`.
+
+        `x0` (B,V,3,h,w), the batch's denoising targets, updates the running mean of each view's squared
+        target (in training: the first batch sets it, then a 0.99 moving average)."""
+        balance = self.config.view_balance
+        if balance == 0:
+            return torch.ones(self.config.num_views, device=self.view_energy.device)
+        if x0 is not None and self.training:
+            energy = x0.detach().pow(2).mean(dim=(0, 2, 3, 4))
+            first = bool((self.view_energy == 0).all())
+            self.view_energy.copy_(energy if first else 0.99 * self.view_energy + 0.01 * energy)
+        weights = self.view_energy.clamp_min(1e-4) ** -balance
+        return weights / weights.mean()
 
     def precondition(self, sigma: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """EDM-style skip and output scales for rectified flow, x_s = (1-s) x0 + s noise: (B,1,1,1,1) each.
