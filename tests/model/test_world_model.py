@@ -32,7 +32,9 @@ def _model(clips, **overrides):
 
 
 @pytest.mark.parametrize(
-    "overrides", [{}, {"relative_actions": False, "context_tokens": True}], ids=["default", "absolute_long"]
+    "overrides",
+    [{}, {"relative_actions": False, "context_tokens": True}, {"arm_sketch": True, "view_balance": 1.0}],
+    ids=["default", "absolute_long", "sketch_balanced"],
 )
 def test_loss_is_finite_and_every_parameter_learns(clips, overrides):
     model = _model(clips, **overrides)

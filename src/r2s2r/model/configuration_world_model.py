@@ -23,7 +23,7 @@ PRE_FIELD_DEFAULTS = {
     "head_reads_objects": False, "head_carries_state": False, "head_kinematics": False,
     "head_tracks_commands": False, "head_still_mode": False, "head_mode_grippers": False,
     "head_arm_targets": False, "head_holds": False, "context_tokens": True, "relative_actions": False,
-    "view_balance": 0.0,
+    "view_balance": 0.0, "arm_sketch": False,
 }  # fmt: skip
 
 
@@ -59,6 +59,10 @@ class WorldModelConfig:
     # units of RELATIVE_UNIT action std, next to the absolute targets. An arm whose targets stay where it is
     # reads as zeros: in absolute (normalized) terms a frame's motion is a tenth of the joints' spread, and
     # the wrist views of idle arms drifted
+    arm_sketch: bool = False  # with joint-target actions and the robot's MJCF: each target patch also reads
+    # a stick figure of each arm in its view (robots/arm_sketch.py), drawn by forward kinematics from the
+    # joints at the last context frame and from the chunk's last targets, where position-controlled arms
+    # will be: where an arm appears need not be learnt from pixels
     view_balance: float = 0.0  # training only: each view's share of the denoising loss is scaled by its
     # typical squared change per frame to the power -view_balance (running mean over batches, weights
     # averaging 1). 0: every pixel counts alike, and the wrist views, whose frames change 10x more than the
@@ -148,6 +152,11 @@ class WorldModelConfig:
             raise ValueError("context_frames, frame_stride, ensemble and sampling_steps must all be >= 1.")
         if not 0.0 <= self.context_noise < 1.0:
             raise ValueError(f"context_noise={self.context_noise} must be in [0, 1).")
+        if self.arm_sketch and self.state_dim != self.action_dim:
+            raise ValueError(
+                f"arm_sketch needs actions that are joint targets (action_dim={self.action_dim} == "
+                f"state_dim={self.state_dim}); turn it off for this robot."
+            )
         if not 0.0 <= self.view_balance <= 2.0:
             raise ValueError(f"view_balance={self.view_balance} must be in [0, 2].")
         if not 0.0 <= self.mean_fraction <= 1.0:

@@ -26,6 +26,8 @@ from torch import nn
 
 from r2s2r.model.configuration_world_model import WorldModelConfig
 
+SKETCH_ARMS = 2  # channels of an arm sketch (robots/arm_sketch.py: one per arm)
+
 
 def mlp(dim_in: int, dim_hidden: int, dim_out: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(dim_in, dim_hidden), nn.SiLU(), nn.Linear(dim_hidden, dim_out))
@@ -66,6 +68,8 @@ class MultiViewDenoiser(nn.Module):
         self.patch_in = nn.Linear(cfg.patch_dim, D)
         if cfg.stack_context:  # the target's tokens also see the context frames' patches at their place
             self.context_in = nn.Linear(cfg.context_frames * cfg.patch_dim, D)
+        if cfg.arm_sketch:  # the arms' stick figures now and at the chunk's targets, at the target's patches
+            self.sketch_in = nn.Linear(2 * SKETCH_ARMS * p * p, D)
         pos = get_2d_sincos_pos_embed(D, self.grid, base_size=self.grid[0], output_type="pt")  # (P,D)
         self.register_buffer("pos_emb", pos.float().reshape(1, 1, 1, -1, D), persistent=False)
         self.view_emb = nn.Parameter(torch.zeros(1, 1, cfg.num_views, 1, D))
@@ -139,6 +143,7 @@ class MultiViewDenoiser(nn.Module):
         context_sigma: torch.Tensor,
         chunks: torch.Tensor,
         states: torch.Tensor,
+        sketch: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The raw network output F for the target frame (see `WorldModel.precondition`).
 
@@ -151,6 +156,8 @@ class MultiViewDenoiser(nn.Module):
                 (the last one from the last context frame to the target); with `relative_actions` the targets'
                 offsets from the proprio follow the targets (`WorldModel.denoiser_chunks`).
             states: (B,K,S) normalized proprio at the context frames.
+            sketch: (B,2,V,arms,H,W) with `arm_sketch`: the arms' stick figures at the last context frame's
+                joints and at the last chunk's final targets (`WorldModel.arm_sketches`).
         """
         context_patches = self.patchify(context)  # (B,K,V,P,pd)
         patches = self.patchify(noisy[:, None])  # (B,1,V,P,pd): the target's; the context arrives stacked
@@ -162,6 +169,11 @@ class MultiViewDenoiser(nn.Module):
         if self.cfg.stack_context:
             stacked = rearrange(context_patches, "b k v p d -> b v p (k d)")  # (B,V,P,K*pd)
             x = torch.cat([x[:, :-1], (x[:, -1] + self.context_in(stacked))[:, None]], dim=1)
+        if self.cfg.arm_sketch:
+            if sketch is None:
+                raise ValueError("this denoiser was built with arm_sketch: pass the arms' sketches.")
+            drawn = rearrange(self.patchify(sketch), "b f v p d -> b v p (f d)")  # (B,V,P,2*arms*p*p)
+            x = torch.cat([x[:, :-1], (x[:, -1] + self.sketch_in(drawn))[:, None]], dim=1)
         x = x.reshape(B, F, V * P, D)
         if self.cfg.joint_tokens:
             joints = self.joint_tokens(chunks, states) + self.frame_emb[:, :, 0]  # (B,K+1,A+S,D)

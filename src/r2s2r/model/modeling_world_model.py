@@ -47,6 +47,7 @@ class WorldModel(nn.Module):
             self.register_buffer(f"{name}_std", torch.ones(dim))
         # running mean of each view's squared denoising target (view_balance); training state, not saved
         self.register_buffer("view_energy", torch.zeros(config.num_views), persistent=False)
+        self._sketch = None  # robots/arm_sketch.ArmSketch, built on first use (arm_sketch)
 
     # ------------------------------------------------------------------ normalization
     def set_stats(self, stats: dict[str, dict[str, torch.Tensor]]) -> None:
@@ -121,11 +122,11 @@ class WorldModel(nn.Module):
         context_sigma = torch.rand(B, device=x0.device) * self.config.context_noise
         s = context_sigma.view(B, 1, 1, 1, 1, 1)
         context = (1 - s) * context + s * torch.randn_like(context)
-        chunks, states = (
-            self.denoiser_chunks(chunks[:, j - K : j], states[:, j - K : j]),
-            states[:, j - K : j],
+        chunks, states = chunks[:, j - K : j], states[:, j - K : j]
+        sketch = self.arm_sketches(chunks, states)
+        out = self.denoiser(
+            noisy, sigma, context, context_sigma, self.denoiser_chunks(chunks, states), states, sketch
         )
-        out = self.denoiser(noisy, sigma, context, context_sigma, chunks, states)
         c_skip, c_out = self.precondition(sigma)
         per_view = F.mse_loss(out, (x0 - c_skip * noisy) / c_out, reduction="none").mean(dim=(0, 2, 3, 4))
         return (self.view_weights(x0) * per_view).mean()
@@ -169,8 +170,11 @@ class WorldModel(nn.Module):
     ) -> torch.Tensor:
         """The flow-matching velocity (noise - x0) at `noisy`, from the preconditioned x0 prediction."""
         c_skip, c_out = self.precondition(sigma)
-        chunks = self.denoiser_chunks(chunks, states)
-        x0 = c_skip * noisy + c_out * self.denoiser(noisy, sigma, context, context_sigma, chunks, states)
+        sketch = self.arm_sketches(chunks, states)
+        out = self.denoiser(
+            noisy, sigma, context, context_sigma, self.denoiser_chunks(chunks, states), states, sketch
+        )
+        x0 = c_skip * noisy + c_out * out
         return (noisy - x0) / sigma.clamp_min(1e-4).view(-1, 1, 1, 1, 1)
 
     def denoiser_chunks(self, chunks: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
@@ -182,6 +186,22 @@ class WorldModel(nn.Module):
         position = self.unnorm("state", states)[..., None, :]  # (B,K,1,A)
         offsets = (targets - position) / (RELATIVE_UNIT * self.action_std)
         return torch.cat([chunks, offsets.flatten(-2)], dim=-1)
+
+    def arm_sketches(self, chunks: torch.Tensor, states: torch.Tensor) -> torch.Tensor | None:
+        """With `arm_sketch`: (B,2,V,arms,h,w), the arms' stick figures in every view at the last context
+        frame's joints and at the last chunk's final targets; None without it. `chunks` (B,K,C) and `states`
+        (B,K,S) normalized."""
+        if not self.config.arm_sketch:
+            return None
+        if self._sketch is None:
+            from r2s2r.robots.arm_sketch import ArmSketch
+            from r2s2r.robots.spec import robot_spec
+
+            cfg = self.config
+            self._sketch = ArmSketch(robot_spec(cfg.robot), cfg.cameras, cfg.image_height, cfg.image_width)
+        now = self.unnorm("state", states[:, -1])  # (B,S)
+        target = self.unnorm("action", chunks[:, -1].unflatten(-1, (-1, self.config.action_dim))[:, -1])
+        return self._sketch(torch.stack([now, target], dim=1).flatten(0, 1)).unflatten(0, (len(now), 2))
 
     def denoise_target(self, frame: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
         """What the denoiser generates for `frame`: the frame, or its scaled change from `last`."""

@@ -1,0 +1,149 @@
+"""Where the arms appear in each camera, drawn from joint angles: a stick figure per arm, per view.
+
+The video model must learn to draw an arm where its joint targets put it. At 48x64 pixels that is a few
+pixels of a thin arm in the top view, a small share of the pixel loss, and the model learnt it slowly. The
+robot's own model already knows the answer: forward kinematics of its MJCF puts every link in space, and
+the cameras' calibration (the same MJCF: the fixed cameras' poses and the wrist cameras' mounts, fields of
+view) projects them into every image. `ArmSketch` draws each arm's links as soft lines at the model's
+resolution, one channel per arm, for any batch of joint vectors. The world model gives its denoiser the
+sketch of the joints at the last context frame and of the chunk's last joint targets (`arm_sketch`):
+position-controlled arms reach their targets within a frame, so the second is where the arms will be.
+
+MuJoCo's kinematics of the robot's model computes the link and camera poses (as a URDF library would on
+hardware; no physics is stepped). Points behind a camera are dropped with the links they end.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import torch
+
+from r2s2r.robots.spec import EmbodimentSpec
+
+# Per robot: each arm's chain of bodies (drawn as lines between their origins, then on to the grasp point),
+# the body the grasp point is fixed in and that point in its frame, and the finger geoms (lines from the
+# gripper body's origin to each finger's centre, so an open gripper draws wider than a closed one).
+ARM_CHAINS = {
+    "aloha": [
+        {
+            "links": tuple(
+                f"vx300s_{side}/{b}"
+                for b in (
+                    "shoulder_link",
+                    "upper_arm_link",
+                    "upper_forearm_link",
+                    "lower_forearm_link",
+                    "wrist_link",
+                    "gripper_link",
+                )
+            ),  # fmt: skip
+            "grasp": (f"vx300s_{side}/gripper_link", (0.12, 0.0, 0.0)),
+            "fingers": (f"vx300s_{side}/10_left_gripper_finger", f"vx300s_{side}/10_right_gripper_finger"),
+        }
+        for side in ("left", "right")
+    ],
+}
+SKETCH_WIDTH = 0.6  # std of the lines' Gaussian profile, in pixels of the 48x64 image (scaled with size)
+
+
+class ArmSketch:
+    """Joint vectors (N,S) -> soft stick figures of each arm in each camera, (N,V,arms,height,width) in [0,1].
+
+    Example:
+        sketch = ArmSketch(robot_spec("aloha"), ("top", "left_wrist", "right_wrist"), 48, 64)
+        maps = sketch(states)  # raw observation.state or joint-target actions, radians and gripper 0..1
+    """
+
+    def __init__(self, spec: EmbodimentSpec, cameras: tuple[str, ...], height: int, width: int):
+        if spec.name not in ARM_CHAINS or spec.model_xml is None:
+            raise ValueError(
+                f"robot '{spec.name}' has no arm chains or MJCF to sketch its arms; add it to "
+                "r2s2r/robots/arm_sketch.py: ARM_CHAINS, or turn arm_sketch off."
+            )
+        from r2s2r.robots.checker import PhysicsChecker
+
+        self.checker = PhysicsChecker(spec)  # the robot's MJCF, and proprio -> its qpos
+        self.model = self.checker.model
+        self.data = mujoco.MjData(self.model)
+        self.height, self.width = height, width
+        missing = [c for c in cameras if mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_CAMERA, c) < 0]
+        if missing:
+            raise ValueError(
+                f"cameras {missing} are not in {spec.model_xml}; the arm sketch cannot place them."
+            )
+        self.cameras = [self.model.camera(c).id for c in cameras]
+        # per arm, its lines: pairs of ends, ("body", id, point in its frame or None) or ("geom", id, None)
+        self.segments = []
+        for arm in ARM_CHAINS[spec.name]:
+            bodies = [("body", self.model.body(b).id, None) for b in arm["links"]]
+            lines = list(zip(bodies, bodies[1:], strict=False))
+            gripper = ("body", self.model.body(arm["grasp"][0]).id, None)
+            lines.append((gripper, ("body", gripper[1], np.array(arm["grasp"][1]))))
+            lines += [(gripper, ("geom", self.model.geom(f).id, None)) for f in arm["fingers"]]
+            self.segments.append(lines)
+
+    @property
+    def num_arms(self) -> int:
+        return len(self.segments)
+
+    def pose(self, qpos: np.ndarray) -> None:
+        """Set the model's qpos and compute its link and camera poses."""
+        self.data.qpos[:] = qpos
+        mujoco.mj_kinematics(self.model, self.data)
+        mujoco.mj_camlight(self.model, self.data)
+
+    def project(self, points: np.ndarray, camera: int) -> tuple[np.ndarray, np.ndarray]:
+        """World points (P,3) -> pixel coordinates (P,2) as (column, row) at the sketch's size, and whether
+        each lies in front of the camera (P,). MuJoCo cameras look along their frame's -z, y up."""
+        position, rotation = self.data.cam_xpos[camera], self.data.cam_xmat[camera].reshape(3, 3)
+        local = (points - position) @ rotation  # camera frame
+        depth = -local[:, 2]
+        focal = 0.5 * self.height / np.tan(np.deg2rad(self.model.cam_fovy[camera]) / 2)
+        safe = np.where(depth > 1e-3, depth, 1.0)
+        column = 0.5 * self.width + focal * local[:, 0] / safe
+        row = 0.5 * self.height - focal * local[:, 1] / safe
+        return np.stack([column, row], axis=-1), depth > 1e-3
+
+    def endpoints(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One qpos -> every segment's two ends in pixels (V,arms,L,2,2) and visibility (V,arms,L)."""
+        self.pose(qpos)
+        worlds = []
+        for lines in self.segments:
+            ends = []
+            for line in lines:
+                for kind, index, point in line:
+                    if kind == "geom":
+                        ends.append(self.data.geom_xpos[index])
+                        continue
+                    origin = self.data.xpos[index]
+                    ends.append(
+                        origin if point is None else origin + self.data.xmat[index].reshape(3, 3) @ point
+                    )
+            worlds.append(np.array(ends).reshape(-1, 2, 3))
+        worlds = np.stack(worlds)  # (arms,L,2,3)
+        pixels, visible = [], []
+        for camera in self.cameras:
+            uv, front = self.project(worlds.reshape(-1, 3), camera)
+            pixels.append(uv.reshape(*worlds.shape[:-1], 2))
+            visible.append(front.reshape(worlds.shape[:-1]).all(-1))
+        return np.stack(pixels), np.stack(visible)
+
+    @torch.no_grad()
+    def __call__(self, joints: torch.Tensor) -> torch.Tensor:
+        """(N,S) joint vectors -> (N,V,arms,height,width) sketches, on the joints' device and dtype."""
+        qpos = self.checker.qpos(joints.detach().double().cpu().numpy())
+        ends, visible = zip(*(self.endpoints(q) for q in qpos), strict=True)
+        ends = torch.tensor(np.stack(ends), dtype=torch.float32)  # (N,V,arms,L,2,2)
+        visible = torch.tensor(np.stack(visible))  # (N,V,arms,L)
+        rows = torch.arange(self.height, dtype=torch.float32) + 0.5
+        cols = torch.arange(self.width, dtype=torch.float32) + 0.5
+        grid = torch.stack(torch.meshgrid(cols, rows, indexing="xy"), dim=-1).reshape(-1, 2)  # (H*W,2)
+        a, b = ends[..., 0, None, :], ends[..., 1, None, :]  # (N,V,arms,L,1,2)
+        ab = b - a
+        t = (((grid - a) * ab).sum(-1) / (ab * ab).sum(-1).clamp_min(1e-6)).clamp(0, 1)  # (N,V,arms,L,H*W)
+        distance2 = ((a + t[..., None] * ab - grid) ** 2).sum(-1)
+        width = SKETCH_WIDTH * self.height / 48
+        strength = torch.exp(-distance2 / (2 * width**2)) * visible[..., None]
+        sketch = strength.amax(dim=3).reshape(*ends.shape[:3], self.height, self.width)
+        return sketch.to(device=joints.device, dtype=joints.dtype)

@@ -1,0 +1,91 @@
+"""The arms' stick figures fall on the arms MuJoCo renders, in every camera, at the model's resolution."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+
+from r2s2r.robots.arm_sketch import ArmSketch
+from r2s2r.robots.spec import robot_spec
+
+CAMERAS = ("top", "left_wrist", "right_wrist")
+
+
+def _arm_of_geoms(model) -> np.ndarray:
+    """Each geom's arm: 0 left, 1 right, -1 neither."""
+
+    def arm(body):
+        while body:
+            name = model.body(body).name
+            if name in ("vx300s_left", "vx300s_right"):
+                return int(name.endswith("right"))
+            body = model.body_parentid[body]
+        return -1
+
+    return np.array([arm(model.geom_bodyid[g]) for g in range(model.ngeom)])
+
+
+def _poses(count: int) -> np.ndarray:
+    """Arm poses around gym-aloha's start pose, grippers half to fully open."""
+    rng = np.random.default_rng(0)
+    start = np.array([0, -0.96, 1.16, 0, -0.3, 0, 0.75] * 2)
+    spread = np.array([0.3] * 6 + [0.25]) * np.ones((2, 1))
+    return start + rng.uniform(-1, 1, size=(count, 14)) * spread.reshape(-1)
+
+
+def test_sketches_lie_on_the_rendered_arms():
+    spec = robot_spec("aloha")
+    sketch = ArmSketch(spec, CAMERAS, 48, 64)
+    model, data = sketch.model, sketch.data
+    geom_arm = _arm_of_geoms(model)
+    renderer = mujoco.Renderer(model, 48, 64)
+    renderer.enable_segmentation_rendering()
+    poses = _poses(3)
+    drawn = sketch(torch.tensor(poses, dtype=torch.float32))  # (N,V,arms,48,64)
+    assert drawn.shape == (3, 3, 2, 48, 64) and drawn.min() >= 0 and drawn.max() <= 1
+    try:
+        for i, qpos in enumerate(sketch.checker.qpos(poses)):
+            sketch.pose(qpos)
+            for v, camera in enumerate(CAMERAS):
+                renderer.update_scene(data, camera=camera)
+                segmentation = renderer.render()
+                ids, types = segmentation[..., 0], segmentation[..., 1]
+                arm = np.where(types == mujoco.mjtObj.mjOBJ_GEOM, geom_arm[ids.clip(0)], -1)
+                for a in range(2):
+                    lines = drawn[i, v, a].numpy() > 0.5
+                    if not lines.any():  # e.g. the other arm out of a wrist camera's view
+                        continue
+                    on_arm = (arm[lines] == a).mean()
+                    # The top camera sees both arms whole: the figure lies on them. A wrist camera sees its
+                    # own gripper close up, where the lines to the fingers' centres cross the gap between them.
+                    assert on_arm >= (0.9 if camera == "top" else 0.6), (camera, a, on_arm)
+                    if camera == "top":  # a projection upside down would not: the lines miss the arms
+                        assert (arm[lines[::-1]] == a).mean() < 0.3
+    finally:
+        renderer.close()
+
+
+def test_an_open_gripper_draws_its_fingers_apart():
+    sketch = ArmSketch(robot_spec("aloha"), ("top",), 48, 64)
+    closed, opened = _poses(1)[0].copy(), _poses(1)[0].copy()
+    closed[[6, 13]], opened[[6, 13]] = 0.0, 1.0
+    gaps = []
+    for joints in (closed, opened):
+        ends, visible = sketch.endpoints(sketch.checker.qpos(joints[None])[0])  # (V,arms,L,2,2)
+        fingers = ends[0, :, -2:, 1]  # each arm's two finger ends (arms,2,2)
+        gaps.append(np.linalg.norm(fingers[:, 0] - fingers[:, 1], axis=-1))
+    # gym-aloha's fingers slide 18 to 58 mm off centre: seen from the top at 48x64, a closed gripper's finger
+    # lines end within a pixel or so of each other, an open one's several pixels apart
+    assert (gaps[0] < 1.5).all() and (gaps[1] > 3 * gaps[0]).all() and (gaps[1] > 3).all(), gaps
+
+
+def test_bad_sketch_requests_are_refused():
+    spec = robot_spec("aloha")
+    with pytest.raises(ValueError, match=r"cameras \['ceiling'\] are not in"):
+        ArmSketch(spec, ("top", "ceiling"), 48, 64)
+    with pytest.raises(ValueError, match="robot 'other' has no arm chains"):
+        ArmSketch(replace(spec, name="other"), ("top",), 48, 64)
