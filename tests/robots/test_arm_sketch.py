@@ -60,8 +60,9 @@ def test_sketches_lie_on_the_rendered_arms():
                     if not lines.any():  # e.g. the other arm out of a wrist camera's view
                         continue
                     on_arm = (arm[lines] == a).mean()
-                    # The top camera sees both arms whole: the figure lies on them. A wrist camera sees its
-                    # own gripper close up, where the lines to the fingers' centres cross the gap between them.
+                    # The top camera sees both arms whole: the figure lies on them. A wrist camera sees
+                    # its own gripper close up, where the lines to the fingers' centres cross the gap
+                    # between them.
                     assert on_arm >= (0.9 if camera == "top" else 0.6), (camera, a, on_arm)
                     if camera == "top":  # a projection upside down would not: the lines miss the arms
                         assert (arm[lines[::-1]] == a).mean() < 0.3
