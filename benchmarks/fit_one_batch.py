@@ -59,6 +59,7 @@ def fit(data: Path, overrides: dict, steps: int, lr: float, seed: int = 0) -> li
                     torch.zeros(B),
                     model.denoiser_chunks(chunks[:, :K], states[:, :K]),
                     states[:, :K],
+                    model.arm_sketches(chunks[:, :K], states[:, :K]),
                 )
                 _, c_out = model.precondition(torch.ones(B))
                 mse = float(((c_out * out - x0) ** 2).mean())

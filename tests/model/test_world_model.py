@@ -233,6 +233,42 @@ def test_stacked_context_reaches_its_own_patch_without_attention(stack_context, 
     assert change.max() == 0  # ... and nothing else does
 
 
+def test_arm_sketches_reach_their_own_patch_and_come_from_proprio_and_targets(clips):
+    """The denoiser reads the sketches at the target's patches, each at its place only, like the stacked
+    context; the model draws them from the last context frame's proprio and the last chunk's final targets."""
+    cfg = WorldModelConfig.tiny(arm_sketch=True)
+    torch.manual_seed(0)
+    den = WorldModel(cfg).denoiser
+    with torch.no_grad():
+        den.patch_out.weight.normal_(0, 0.2)
+        den.sketch_in.weight.normal_(0, 0.2)  # zero at init, like the output layer
+    B, K, V = 1, cfg.context_frames, cfg.num_views
+    args = (torch.randn(B, V, 3, 32, 32), torch.ones(B), torch.randn(B, K, V, 3, 32, 32), torch.zeros(B))
+    rest = (torch.randn(B, K, cfg.chunk_dim * cfg.action_features), torch.randn(B, K, cfg.state_dim))
+    sketch = torch.zeros(B, 2, V, 2, 32, 32)
+    moved = sketch.clone()
+    moved[:, 1, 0, 1, 16:24, 8:16] = 1.0  # at the targets, view 0, the right arm, patch row 2, column 1
+    with torch.no_grad():
+        change = (den(*args, *rest, moved) - den(*args, *rest, sketch)).abs()
+    assert change[0, 0, :, 16:24, 8:16].min() > 0
+    change[0, 0, :, 16:24, 8:16] = 0
+    assert change.max() == 0
+    with pytest.raises(ValueError, match="built with arm_sketch: pass the arms' sketches"):
+        den(*args, *rest)
+
+    model = _model(clips, arm_sketch=True)
+    batch = _batch(clips)
+    states = model.norm("state", batch["observation.state"])[:, :K]
+    chunks = model.norm_chunks(batch["action"])[:, :K]
+    drawn = model.arm_sketches(chunks, states)
+    assert drawn.shape == (4, 2, V, 2, 32, 32)
+    assert model._sketch.cameras == [model._sketch.model.camera(c).id for c in ("top", "left_wrist")]
+    torch.testing.assert_close(drawn[:, 0], model._sketch(batch["observation.state"][:, K - 1]))
+    torch.testing.assert_close(drawn[:, 1], model._sketch(batch["action"][:, K - 1, -1]))
+    assert (drawn[:, 1] - drawn[:, 0]).abs().max() > 0.5  # the arms move within a chunk of these clips
+    assert _model(clips).arm_sketches(chunks, states) is None
+
+
 def test_committed_demo_checkpoint_still_loads():
     """The checkpoint the demo starts from (assets/) must load into today's code with today's small preset."""
     from pathlib import Path

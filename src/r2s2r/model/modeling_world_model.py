@@ -167,10 +167,13 @@ class WorldModel(nn.Module):
         context_sigma: torch.Tensor,
         chunks: torch.Tensor,
         states: torch.Tensor,
+        sketch: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """The flow-matching velocity (noise - x0) at `noisy`, from the preconditioned x0 prediction."""
+        """The flow-matching velocity (noise - x0) at `noisy`, from the preconditioned x0 prediction.
+        `sketch`: `arm_sketches(chunks, states)` when the caller has it (the same at every sampling step)."""
         c_skip, c_out = self.precondition(sigma)
-        sketch = self.arm_sketches(chunks, states)
+        if sketch is None:
+            sketch = self.arm_sketches(chunks, states)
         out = self.denoiser(
             noisy, sigma, context, context_sigma, self.denoiser_chunks(chunks, states), states, sketch
         )

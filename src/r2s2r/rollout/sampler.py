@@ -43,8 +43,9 @@ class FrameSampler:
         x = torch.randn(context[:, 0].shape, generator=generator, device=context.device, dtype=context.dtype)
         self.scheduler.set_timesteps(self.steps, device=context.device)
         clean = torch.zeros(B, device=context.device, dtype=context.dtype)
+        sketch = self.model.arm_sketches(chunks, states)  # the same at every step (None without arm_sketch)
         for i, t in enumerate(self.scheduler.timesteps):
             sigma = self.scheduler.sigmas[i].to(context.dtype).expand(B)
-            velocity = self.model.velocity(x, sigma, context, clean, chunks, states)
+            velocity = self.model.velocity(x, sigma, context, clean, chunks, states, sketch)
             x = self.scheduler.step(velocity, t, x).prev_sample
         return self.model.frame_from_target(x, context[:, -1])
