@@ -28,7 +28,7 @@ from r2s2r.model.modeling_world_model import WorldModel
 DENOISER_FIELDS = (
     "patch_size", "context_frames", "width", "depth", "heads", "mlp_ratio", "stack_context", "joint_tokens",
     "context_tokens", "relative_actions", "context_noise", "mean_fraction", "predict_delta", "delta_scale",
-    "data_std", "sampling_steps",
+    "data_std", "sampling_steps", "view_balance", "arm_sketch",
 )  # fmt: skip
 SHARED_FIELDS = ("robot", "action_dim", "state_dim", "cameras", "image_height", "image_width", "frame_stride")
 
