@@ -181,8 +181,9 @@ def test_head_uncertainty_is_higher_off_the_data(clips):
 def test_joint_tokens_carry_each_joints_action_to_the_patches(joint_tokens, context_tokens):
     """With the global (adaLN) action path cut, one joint's action still reaches the target's patches
     through its own token when `joint_tokens` is on, and cannot when it is off; with or without the
-    context frames' patches in the sequence (which sets its length)."""
-    cfg = WorldModelConfig.tiny(joint_tokens=joint_tokens, context_tokens=context_tokens)
+    context frames' patches in the sequence (which sets its length). The arm sketches, which also carry the
+    targets, are off."""
+    cfg = WorldModelConfig.tiny(joint_tokens=joint_tokens, context_tokens=context_tokens, arm_sketch=False)
     torch.manual_seed(0)
     den = WorldModel(cfg).denoiser
     with torch.no_grad():
@@ -214,7 +215,7 @@ def test_stacked_context_reaches_its_own_patch_without_attention(stack_context, 
     """With every block still the identity (adaLN-Zero at init), a target patch reads the context frames'
     pixels at its own place when `stack_context` is on, and nothing of them when it is off; the same
     whether or not the context frames' patches are also tokens."""
-    cfg = WorldModelConfig.tiny(stack_context=stack_context, context_tokens=context_tokens)
+    cfg = WorldModelConfig.tiny(stack_context=stack_context, context_tokens=context_tokens, arm_sketch=False)
     torch.manual_seed(0)
     den = WorldModel(cfg).denoiser
     with torch.no_grad():
@@ -266,7 +267,7 @@ def test_arm_sketches_reach_their_own_patch_and_come_from_proprio_and_targets(cl
     torch.testing.assert_close(drawn[:, 0], model._sketch(batch["observation.state"][:, K - 1]))
     torch.testing.assert_close(drawn[:, 1], model._sketch(batch["action"][:, K - 1, -1]))
     assert (drawn[:, 1] - drawn[:, 0]).abs().max() > 0.5  # the arms move within a chunk of these clips
-    assert _model(clips).arm_sketches(chunks, states) is None
+    assert _model(clips, arm_sketch=False).arm_sketches(chunks, states) is None
 
 
 def test_committed_demo_checkpoint_still_loads():
@@ -619,7 +620,7 @@ def test_relative_actions_read_zero_for_an_arm_holding_still(clips):
 def test_view_balance_weighs_each_view_by_its_running_change(clips):
     x0 = torch.ones(4, 2, 3, 32, 32)
     x0[:, 0] = 0.5  # the top view changes half as much: a quarter of the squared change
-    flat = _model(clips)
+    flat = _model(clips, view_balance=0.0)
     torch.testing.assert_close(flat.view_weights(x0), torch.ones(2))
     model = _model(clips, view_balance=1.0)
     # the first batch sets the energies (0.25, 1): weights 1/0.25 and 1/1, scaled to average 1

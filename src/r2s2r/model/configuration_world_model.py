@@ -62,12 +62,13 @@ class WorldModelConfig:
     arm_sketch: bool = False  # with joint-target actions and the robot's MJCF: each target patch also reads
     # a stick figure of each arm in its view (robots/arm_sketch.py), drawn by forward kinematics from the
     # joints at the last context frame and from the chunk's last targets, where position-controlled arms
-    # will be: where an arm appears need not be learnt from pixels
+    # will be: where an arm appears need not be learnt from pixels (`small` at 3,000 steps: +1.4 dB over
+    # copy-last at 1 s in the top view and +1.1 in the left wrist's, on top of view_balance)
     view_balance: float = 0.0  # training only: each view's share of the denoising loss is scaled by its
     # typical squared change per frame to the power -view_balance (running mean over batches, weights
     # averaging 1). 0: every pixel counts alike, and the wrist views, whose frames change 10x more than the
     # top view's, take 95 % of the gradient; 1: every view's error counts relative to its own change, as
-    # PSNR gains over copy-last-frame do
+    # PSNR gains over copy-last-frame do (`small` at 3,000 steps: top view +1.1 dB at 1 s, left wrist -0.3)
     context_noise: float = 0.2  # max noise level put on context frames in training (robust rollouts)
     mean_fraction: float = 0.5  # share of training samples at pure noise: the conditional mean, which
     # few-step sampling starts from, is learnt directly instead of from the logit-normal's thin tail
@@ -152,7 +153,7 @@ class WorldModelConfig:
             raise ValueError("context_frames, frame_stride, ensemble and sampling_steps must all be >= 1.")
         if not 0.0 <= self.context_noise < 1.0:
             raise ValueError(f"context_noise={self.context_noise} must be in [0, 1).")
-        if self.arm_sketch and self.state_dim != self.action_dim:
+        if self.arm_sketch and self.state_dim != self.action_dim:  # the targets are drawn as joints
             raise ValueError(
                 f"arm_sketch needs actions that are joint targets (action_dim={self.action_dim} == "
                 f"state_dim={self.state_dim}); turn it off for this robot."

@@ -74,6 +74,7 @@ def save_checkpoint(output_dir: Path, step: int, model, optimizer, scheduler, em
     shadow = {f"{i}": p.detach().cpu().contiguous() for i, p in enumerate(ema_state.pop("shadow_params"))}
     save_file(shadow, tmp / "training_state" / "ema.safetensors")
     save_file({"torch": torch.get_rng_state()}, tmp / "training_state" / "rng.safetensors")
+    save_file(_running_buffers(model), tmp / "training_state" / "buffers.safetensors")
     state = {"step": step, "optimizer": meta, "scheduler": scheduler.state_dict(), "ema": ema_state}
     (tmp / "training_state" / "state.json").write_text(json.dumps(state, indent=1, default=float))
 
@@ -122,4 +123,16 @@ def load_checkpoint(directory: Path, model, optimizer, scheduler, ema, accelerat
     shadow = load_file(state_dir / "ema.safetensors")
     ema.load_state_dict({**state["ema"], "shadow_params": [shadow[f"{i}"] for i in range(len(shadow))]})
     torch.set_rng_state(load_file(state_dir / "rng.safetensors")["torch"])
+    if (state_dir / "buffers.safetensors").is_file():  # checkpoints before 2026-12-03 have none
+        buffers = dict(model.named_buffers())
+        for name, value in load_file(state_dir / "buffers.safetensors").items():
+            if name in buffers:
+                buffers[name].copy_(value)
     return int(state["step"])
+
+
+def _running_buffers(model) -> dict[str, torch.Tensor]:
+    """The model's buffers that its weights file leaves out (non-persistent): running training statistics
+    such as the world model's `view_energy`, which a resumed run must continue from."""
+    saved = set(model.state_dict())
+    return {k: v.detach().cpu().contiguous() for k, v in model.named_buffers() if k not in saved}
