@@ -70,6 +70,24 @@ def test_sketches_lie_on_the_rendered_arms():
         renderer.close()
 
 
+def test_drawing_in_tiles_equals_every_pixel_for_every_segment():
+    """The tiled drawing against the plain formula: per pixel centre, the Gaussian of its distance to the
+    nearest visible segment, every segment against every pixel."""
+    sketch = ArmSketch(robot_spec("aloha"), CAMERAS, 48, 64)
+    drawn = [sketch.endpoints(q) for q in sketch.checker.qpos(_poses(4))]
+    ends = torch.tensor(np.stack([e for e, _ in drawn])).float()  # (N,V,arms,L,2,2)
+    visible = torch.tensor(np.stack([v for _, v in drawn]))
+    assert not visible.all() and visible.any()  # some lines behind a wrist camera, in these poses
+    ys, xs = torch.meshgrid(torch.arange(48) + 0.5, torch.arange(64) + 0.5, indexing="ij")
+    pixel = torch.stack([xs, ys], -1).reshape(-1, 2)  # (H*W,2) as (column, row)
+    a, b = ends[..., 0, None, :], ends[..., 1, None, :]  # (N,V,arms,L,1,2)
+    t = (((pixel - a) * (b - a)).sum(-1) / ((b - a) ** 2).sum(-1).clamp_min(1e-6)).clamp(0, 1)
+    distance2 = ((a + t[..., None] * (b - a) - pixel) ** 2).sum(-1)  # (N,V,arms,L,H*W)
+    plain = (torch.exp(-distance2 / (2 * 0.6**2)) * visible[..., None]).amax(3).reshape(4, 3, 2, 48, 64)
+    torch.testing.assert_close(sketch.draw(ends, visible), plain, atol=1e-5, rtol=0)
+    assert plain.max() > 0.99  # every arm drawn somewhere, at full strength on its lines
+
+
 def test_an_open_gripper_draws_its_fingers_apart():
     sketch = ArmSketch(robot_spec("aloha"), ("top",), 48, 64)
     closed, opened = _poses(1)[0].copy(), _poses(1)[0].copy()

@@ -45,6 +45,8 @@ ARM_CHAINS = {
     ],
 }
 SKETCH_WIDTH = 0.6  # std of the lines' Gaussian profile, in pixels of the 48x64 image (scaled with size)
+SKETCH_REACH = 8  # line widths past which a line's Gaussian (below 1e-13 there) is drawn as 0
+SKETCH_TILE = 16  # pixels per side of the tiles a line is drawn in (16: fastest at 48x64 on a CPU)
 
 
 class ArmSketch:
@@ -136,14 +138,40 @@ class ArmSketch:
         ends, visible = zip(*(self.endpoints(q) for q in qpos), strict=True)
         ends = torch.tensor(np.stack(ends), dtype=torch.float32)  # (N,V,arms,L,2,2)
         visible = torch.tensor(np.stack(visible))  # (N,V,arms,L)
-        rows = torch.arange(self.height, dtype=torch.float32) + 0.5
-        cols = torch.arange(self.width, dtype=torch.float32) + 0.5
-        grid = torch.stack(torch.meshgrid(cols, rows, indexing="xy"), dim=-1).reshape(-1, 2)  # (H*W,2)
-        a, b = ends[..., 0, None, :], ends[..., 1, None, :]  # (N,V,arms,L,1,2)
-        ab = b - a
-        t = (((grid - a) * ab).sum(-1) / (ab * ab).sum(-1).clamp_min(1e-6)).clamp(0, 1)  # (N,V,arms,L,H*W)
-        distance2 = ((a + t[..., None] * ab - grid) ** 2).sum(-1)
-        width = SKETCH_WIDTH * self.height / 48
-        strength = torch.exp(-distance2 / (2 * width**2)) * visible[..., None]
-        sketch = strength.amax(dim=3).reshape(*ends.shape[:3], self.height, self.width)
-        return sketch.to(device=joints.device, dtype=joints.dtype)
+        return self.draw(ends, visible).to(device=joints.device, dtype=joints.dtype)
+
+    def draw(self, ends: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+        """Segments (N,V,arms,L,2,2) in pixels and their visibility (N,V,arms,L) -> (N,V,arms,height,width):
+        per pixel, a Gaussian of its distance to the nearest visible segment of that arm.
+
+        Distances are computed only in the tiles (SKETCH_TILE pixels square) that a segment's bounding box,
+        grown by SKETCH_REACH line widths, touches: farther pixels read 0 where the Gaussian is below 1e-13.
+        The arms cover a few tiles of each image: several times cheaper than every pixel for every segment."""
+        N, V, A, L = visible.shape
+        H, W, T = self.height, self.width, SKETCH_TILE
+        width = SKETCH_WIDTH * H / 48
+        reach = SKETCH_REACH * width
+        a, b = ends[..., 0, :], ends[..., 1, :]  # (N,V,A,L,2) as (column, row)
+        low, high = torch.minimum(a, b) - reach, torch.maximum(a, b) + reach
+        starts = [
+            torch.arange(0, size, T, dtype=torch.float32) for size in (W, H)
+        ]  # tiles' first column, row
+        touch = [
+            (starts[k] < high[..., k, None]) & (starts[k] + T > low[..., k, None]) for k in (0, 1)
+        ]  # (N,V,A,L,tiles across) and (N,V,A,L,tiles down)
+        hit = (touch[1][..., :, None] & touch[0][..., None, :] & visible[..., None, None]).nonzero()  # (P,6)
+        n, v, arm, line, tile_row, tile_column = hit.unbind(-1)
+        local = torch.arange(T * T)
+        columns = tile_column[:, None] * T + local % T  # (P,T*T) pixel indices
+        rows = tile_row[:, None] * T + local // T
+        inside = (columns < W) & (rows < H)
+        pa, pb = a[n, v, arm, line][:, :, None], b[n, v, arm, line][:, :, None]  # (P,2,1)
+        ab = pb - pa
+        dx, dy = columns + 0.5 - pa[:, 0], rows + 0.5 - pa[:, 1]
+        t = ((dx * ab[:, 0] + dy * ab[:, 1]) / (ab * ab).sum(1).clamp_min(1e-6)).clamp_(0, 1)
+        dx, dy = dx - t * ab[:, 0], dy - t * ab[:, 1]
+        distance2 = (dx * dx + dy * dy).masked_fill_(~inside, torch.inf)
+        target = ((n * V + v) * A + arm)[:, None] * (H * W) + (rows * W + columns).clamp_max(H * W - 1)
+        nearest = torch.full((N * V * A * H * W,), torch.inf)
+        nearest.scatter_reduce_(0, target.flatten(), distance2.flatten(), reduce="amin")
+        return torch.exp(-nearest / (2 * width**2)).reshape(N, V, A, H, W)
