@@ -59,12 +59,12 @@ class WorldModelConfig:
     # units of RELATIVE_UNIT action std, next to the absolute targets. An arm whose targets stay where it is
     # reads as zeros: in absolute (normalized) terms a frame's motion is a tenth of the joints' spread, and
     # the wrist views of idle arms drifted
-    arm_sketch: bool = False  # with joint-target actions and the robot's MJCF: each target patch also reads
+    arm_sketch: bool = True  # with joint-target actions and the robot's MJCF: each target patch also reads
     # a stick figure of each arm in its view (robots/arm_sketch.py), drawn by forward kinematics from the
     # joints at the last context frame and from the chunk's last targets, where position-controlled arms
     # will be: where an arm appears need not be learnt from pixels (`small` at 3,000 steps: +1.4 dB over
     # copy-last at 1 s in the top view and +1.1 in the left wrist's, on top of view_balance)
-    view_balance: float = 0.0  # training only: each view's share of the denoising loss is scaled by its
+    view_balance: float = 1.0  # training only: each view's share of the denoising loss is scaled by its
     # typical squared change per frame to the power -view_balance (running mean over batches, weights
     # averaging 1). 0: every pixel counts alike, and the wrist views, whose frames change 10x more than the
     # top view's, take 95 % of the gradient; 1: every view's error counts relative to its own change, as
