@@ -26,8 +26,6 @@ from torch import nn
 
 from r2s2r.model.configuration_world_model import WorldModelConfig
 
-SKETCH_ARMS = 2  # channels of an arm sketch (robots/arm_sketch.py: one per arm)
-
 
 def mlp(dim_in: int, dim_hidden: int, dim_out: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(dim_in, dim_hidden), nn.SiLU(), nn.Linear(dim_hidden, dim_out))
@@ -69,7 +67,9 @@ class MultiViewDenoiser(nn.Module):
         if cfg.stack_context:  # the target's tokens also see the context frames' patches at their place
             self.context_in = nn.Linear(cfg.context_frames * cfg.patch_dim, D)
         if cfg.arm_sketch:  # the arms' stick figures now and at the chunk's targets, at the target's patches
-            self.sketch_in = nn.Linear(2 * SKETCH_ARMS * p * p, D)
+            from r2s2r.robots.arm_sketch import sketch_channels
+
+            self.sketch_in = nn.Linear(2 * sketch_channels(cfg.robot) * p * p, D)
         pos = get_2d_sincos_pos_embed(D, self.grid, base_size=self.grid[0], output_type="pt")  # (P,D)
         self.register_buffer("pos_emb", pos.float().reshape(1, 1, 1, -1, D), persistent=False)
         self.view_emb = nn.Parameter(torch.zeros(1, 1, cfg.num_views, 1, D))
@@ -166,14 +166,14 @@ class MultiViewDenoiser(nn.Module):
         cond = self.conditioning(sigma, context_sigma, chunks, states)  # (B,K+1,D)
         x = self.patch_in(patches) + self.pos_emb + self.view_emb + self.frame_emb[:, -patches.shape[1] :]
         B, F, V, P, D = x.shape  # (B,F,V,P,D): F = K+1 frames, or the target alone
-        if self.cfg.stack_context:
-            stacked = rearrange(context_patches, "b k v p d -> b v p (k d)")  # (B,V,P,K*pd)
-            x = torch.cat([x[:, :-1], (x[:, -1] + self.context_in(stacked))[:, None]], dim=1)
-        if self.cfg.arm_sketch:
+        target = x[:, -1]  # (B,V,P,D) the target's patches also read, at their own place:
+        if self.cfg.stack_context:  # the context frames' pixels
+            target = target + self.context_in(rearrange(context_patches, "b k v p d -> b v p (k d)"))
+        if self.cfg.arm_sketch:  # the arms' sketches
             if sketch is None:
                 raise ValueError("this denoiser was built with arm_sketch: pass the arms' sketches.")
-            drawn = rearrange(self.patchify(sketch), "b f v p d -> b v p (f d)")  # (B,V,P,2*arms*p*p)
-            x = torch.cat([x[:, :-1], (x[:, -1] + self.sketch_in(drawn))[:, None]], dim=1)
+            target = target + self.sketch_in(rearrange(self.patchify(sketch), "b f v p d -> b v p (f d)"))
+        x = torch.cat([x[:, :-1], target[:, None]], dim=1)
         x = x.reshape(B, F, V * P, D)
         if self.cfg.joint_tokens:
             joints = self.joint_tokens(chunks, states) + self.frame_emb[:, :, 0]  # (B,K+1,A+S,D)

@@ -48,14 +48,6 @@ class WorldModel(nn.Module):
         # running mean of each view's squared denoising target (view_balance); training state, not saved
         self.register_buffer("view_energy", torch.zeros(config.num_views), persistent=False)
         self._sketch = None  # robots/arm_sketch.ArmSketch, built on first use (arm_sketch)
-        if config.arm_sketch:
-            from r2s2r.robots.arm_sketch import ARM_CHAINS
-
-            if config.robot not in ARM_CHAINS:
-                raise ValueError(
-                    f"arm_sketch needs robot '{config.robot}''s arm chains in r2s2r/robots/arm_sketch.py: "
-                    "ARM_CHAINS; add them, or set arm_sketch=False."
-                )
 
     # ------------------------------------------------------------------ normalization
     def set_stats(self, stats: dict[str, dict[str, torch.Tensor]]) -> None:

@@ -49,6 +49,16 @@ SKETCH_REACH = 8  # line widths past which a line's Gaussian (below 1e-13 there)
 SKETCH_TILE = 16  # pixels per side of the tiles a line is drawn in (16: fastest at 48x64 on a CPU)
 
 
+def sketch_channels(robot: str) -> int:
+    """Channels of one sketch: one per arm of `robot`. A robot without arm chains is refused."""
+    if robot not in ARM_CHAINS:
+        raise ValueError(
+            f"robot '{robot}' has no arm chains in r2s2r/robots/arm_sketch.py: ARM_CHAINS; add them to "
+            "sketch its arms, or set arm_sketch=False."
+        )
+    return len(ARM_CHAINS[robot])
+
+
 class ArmSketch:
     """Joint vectors (N,S) -> soft stick figures of each arm in each camera, (N,V,arms,height,width) in [0,1].
 
@@ -58,11 +68,9 @@ class ArmSketch:
     """
 
     def __init__(self, spec: EmbodimentSpec, cameras: tuple[str, ...], height: int, width: int):
-        if spec.name not in ARM_CHAINS or spec.model_xml is None:
-            raise ValueError(
-                f"robot '{spec.name}' has no arm chains or MJCF to sketch its arms; add it to "
-                "r2s2r/robots/arm_sketch.py: ARM_CHAINS, or turn arm_sketch off."
-            )
+        sketch_channels(spec.name)  # refuses a robot without arm chains
+        if spec.model_xml is None:
+            raise ValueError(f"robot '{spec.name}' has no MJCF to sketch its arms from; turn arm_sketch off.")
         from r2s2r.robots.checker import PhysicsChecker
 
         self.checker = PhysicsChecker(spec)  # the robot's MJCF, and proprio -> its qpos
@@ -84,10 +92,6 @@ class ArmSketch:
             lines.append((gripper, ("body", gripper[1], np.array(arm["grasp"][1]))))
             lines += [(gripper, ("geom", self.model.geom(f).id, None)) for f in arm["fingers"]]
             self.segments.append(lines)
-
-    @property
-    def num_arms(self) -> int:
-        return len(self.segments)
 
     def pose(self, qpos: np.ndarray) -> None:
         """Set the model's qpos and compute its link and camera poses."""
