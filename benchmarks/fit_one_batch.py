@@ -45,6 +45,7 @@ def fit(data: Path, overrides: dict, steps: int, lr: float, seed: int = 0) -> li
     batch = torch.utils.data.default_collate([ds[int(i)] for i in picks])
     frames, K = model.frames(batch), cfg.context_frames
     chunks, states = model.norm_chunks(batch["action"]), model.norm("state", batch["observation.state"])
+    poses = batch.get("observation.environment_state") if cfg.sketched_objects else None
     x0 = model.denoise_target(frames[:, K], frames[:, K - 1])
     optimizer = torch.optim.AdamW(model.denoiser.parameters(), lr=lr)
     curve, tic = [], time.perf_counter()
@@ -59,14 +60,16 @@ def fit(data: Path, overrides: dict, steps: int, lr: float, seed: int = 0) -> li
                     torch.zeros(B),
                     model.denoiser_chunks(chunks[:, :K], states[:, :K]),
                     states[:, :K],
-                    model.arm_sketches(chunks[:, :K], states[:, :K]),
+                    model.sketches(
+                        chunks[:, :K], states[:, :K], None if poses is None else poses[:, K - 1 :]
+                    ),
                 )
                 _, c_out = model.precondition(torch.ones(B))
                 mse = float(((c_out * out - x0) ** 2).mean())
             curve.append({"step": step, "mse": mse, "no_change_mse": float((x0**2).mean())})
         if step == steps:
             break
-        loss = model.denoise_loss(frames, states, chunks)
+        loss = model.denoise_loss(frames, states, chunks, poses)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

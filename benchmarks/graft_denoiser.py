@@ -29,8 +29,12 @@ DENOISER_FIELDS = (
     "patch_size", "context_frames", "width", "depth", "heads", "mlp_ratio", "stack_context", "joint_tokens",
     "context_tokens", "relative_actions", "context_noise", "mean_fraction", "predict_delta", "delta_scale",
     "data_std", "sampling_steps", "view_balance", "arm_sketch",
+    "object_sketch", "object_jitter",
 )  # fmt: skip
-SHARED_FIELDS = ("robot", "action_dim", "state_dim", "cameras", "image_height", "image_width", "frame_stride")
+SHARED_FIELDS = (
+    "robot", "action_dim", "state_dim", "env_state_dim", "cameras", "image_height", "image_width",
+    "frame_stride",
+)  # fmt: skip
 
 
 def graft(video: WorldModel, into: WorldModel) -> WorldModel:

@@ -122,7 +122,8 @@ def uncertainty_check(model: WorldModel, heldout: Path, seed: int = 0) -> dict:
 def teacher_forced(model: WorldModel, heldout: Path, clips: int = 256, seed: int = 0) -> dict:
     """One model frame (0.2 s in `small`) ahead from real context, per view: model vs copy-last, and the
     model fed other clips' actions (if that scores as well, it ignores the actions).
-    PSNR at model resolution."""
+    PSNR at model resolution. A model that sketches objects is given their real poses (the state head's
+    one-frame error is about a centimetre)."""
     from r2s2r.eval.metrics import psnr
     from r2s2r.rollout.sampler import FrameSampler
 
@@ -139,10 +140,13 @@ def teacher_forced(model: WorldModel, heldout: Path, clips: int = 256, seed: int
         context, truth = frames[:, :K], frames[:, K]
         chunks = model.norm_chunks(batch["action"])[:, :K]
         states = model.norm("state", batch["observation.state"])[:, :K]
+        poses = batch["observation.environment_state"][:, K - 1 : K + 1] if cfg.sketched_objects else None
         guesses = {
-            "model": sampler.sample(context, chunks, states, generator=generator),
+            "model": sampler.sample(context, chunks, states, generator=generator, poses=poses),
             "copy_last": context[:, -1],
-            "wrong_actions": sampler.sample(context, chunks.roll(1, dims=0), states, generator=generator),
+            "wrong_actions": sampler.sample(
+                context, chunks.roll(1, dims=0), states, generator=generator, poses=poses
+            ),
         }
         for name, guess in guesses.items():
             per_image = psnr((guess + 1) / 2, (truth + 1) / 2, max_db=60.0)  # (B,V)

@@ -33,8 +33,12 @@ def _model(clips, **overrides):
 
 @pytest.mark.parametrize(
     "overrides",
-    [{}, {"relative_actions": False, "context_tokens": True}, {"arm_sketch": True, "view_balance": 1.0}],
-    ids=["default", "absolute_long", "sketch_balanced"],
+    [
+        {},
+        {"relative_actions": False, "context_tokens": True},
+        {"arm_sketch": True, "view_balance": 1.0, "object_sketch": True},
+    ],
+    ids=["default", "absolute_long", "sketch_balanced_objects"],
 )
 def test_loss_is_finite_and_every_parameter_learns(clips, overrides):
     model = _model(clips, **overrides)
@@ -234,10 +238,12 @@ def test_stacked_context_reaches_its_own_patch_without_attention(stack_context, 
     assert change.max() == 0  # ... and nothing else does
 
 
-def test_arm_sketches_reach_their_own_patch_and_come_from_proprio_and_targets(clips):
+def test_sketches_reach_their_own_patch_and_come_from_proprio_targets_and_object_poses(clips):
     """The denoiser reads the sketches at the target's patches, each at its place only, like the stacked
-    context; the model draws them from the last context frame's proprio and the last chunk's final targets."""
-    cfg = WorldModelConfig.tiny(arm_sketch=True)
+    context; the model draws the arms from the last context frame's proprio and the last chunk's final
+    targets, and the cube from the object poses it is given for the last context frame and the target."""
+    cfg = WorldModelConfig.tiny(object_sketch=True)
+    assert cfg.arm_sketch and cfg.sketched_objects == 1
     torch.manual_seed(0)
     den = WorldModel(cfg).denoiser
     with torch.no_grad():
@@ -246,28 +252,64 @@ def test_arm_sketches_reach_their_own_patch_and_come_from_proprio_and_targets(cl
     B, K, V = 1, cfg.context_frames, cfg.num_views
     args = (torch.randn(B, V, 3, 32, 32), torch.ones(B), torch.randn(B, K, V, 3, 32, 32), torch.zeros(B))
     rest = (torch.randn(B, K, cfg.chunk_dim * cfg.action_features), torch.randn(B, K, cfg.state_dim))
-    sketch = torch.zeros(B, 2, V, 2, 32, 32)
-    moved = sketch.clone()
-    moved[:, 1, 0, 1, 16:24, 8:16] = 1.0  # at the targets, view 0, the right arm, patch row 2, column 1
-    with torch.no_grad():
-        change = (den(*args, *rest, moved) - den(*args, *rest, sketch)).abs()
-    assert change[0, 0, :, 16:24, 8:16].min() > 0
-    change[0, 0, :, 16:24, 8:16] = 0
-    assert change.max() == 0
+    sketch = torch.zeros(B, 2, V, 3, 32, 32)  # left arm, right arm, cube
+    for channel in (1, 2):  # at the targets, view 0, the right arm / the cube, patch row 2, column 1
+        moved = sketch.clone()
+        moved[:, 1, 0, channel, 16:24, 8:16] = 1.0
+        with torch.no_grad():
+            change = (den(*args, *rest, moved) - den(*args, *rest, sketch)).abs()
+        assert change[0, 0, :, 16:24, 8:16].min() > 0
+        change[0, 0, :, 16:24, 8:16] = 0
+        assert change.max() == 0
     with pytest.raises(ValueError, match="built with arm_sketch: pass the arms' sketches"):
         den(*args, *rest)
 
-    model = _model(clips, arm_sketch=True)
+    model = _model(clips, object_sketch=True)
     batch = _batch(clips)
     states = model.norm("state", batch["observation.state"])[:, :K]
     chunks = model.norm_chunks(batch["action"])[:, :K]
-    drawn = model.arm_sketches(chunks, states)
-    assert drawn.shape == (4, 2, V, 2, 32, 32)
+    poses = batch["observation.environment_state"][:, K - 1 : K + 1]  # (B,2,7)
+    drawn = model.sketches(chunks, states, poses)
+    assert drawn.shape == (4, 2, V, 3, 32, 32)
     assert model._sketch.cameras == [model._sketch.model.camera(c).id for c in ("top", "left_wrist")]
-    torch.testing.assert_close(drawn[:, 0], model._sketch(batch["observation.state"][:, K - 1]))
-    torch.testing.assert_close(drawn[:, 1], model._sketch(batch["action"][:, K - 1, -1]))
+    now = model._sketch(batch["observation.state"][:, K - 1], poses[:, 0])
+    torch.testing.assert_close(drawn[:, 0], now)
+    torch.testing.assert_close(drawn[:, 1], model._sketch(batch["action"][:, K - 1, -1], poses[:, 1]))
     assert (drawn[:, 1] - drawn[:, 0]).abs().max() > 0.5  # the arms move within a chunk of these clips
-    assert _model(clips, arm_sketch=False).arm_sketches(chunks, states) is None
+    assert drawn[:, :, 0, 2].amax(dim=(-2, -1)).min() > 0.5  # the cube is on the table, in the top view
+    shifted = poses.clone()
+    shifted[..., 0] += 0.1  # the cube 10 cm along x: only its channel changes
+    moved = model.sketches(chunks, states, shifted)
+    torch.testing.assert_close(moved[:, :, :, :2], drawn[:, :, :, :2])
+    assert (moved[:, :, 0, 2] - drawn[:, :, 0, 2]).abs().amax() > 0.5
+    with pytest.raises(ValueError, match="sketches objects .* pass their poses"):
+        model.sketches(chunks, states)
+    no_objects = _model(clips, object_sketch=False)
+    assert no_objects.config.sketched_objects == 0
+    torch.testing.assert_close(no_objects.sketches(chunks, states), drawn[:, :, :, :2])
+    assert _model(clips, arm_sketch=False).sketches(chunks, states) is None
+    assert WorldModelConfig.tiny(object_sketch=True, env_state_dim=0).sketched_objects == 0
+    with pytest.raises(ValueError, match="env_state_dim=9 is not a multiple of 7"):
+        WorldModelConfig.tiny(object_sketch=True, env_state_dim=9)
+
+
+def test_object_poses_are_jittered_together_and_training_needs_them(clips):
+    """Training draws the cube moved by one random offset per sample (std object_jitter), the same at both
+    frames, so its motion between them stays exact; orientations are untouched. Data without object poses
+    is refused by a model that sketches objects."""
+    model = _model(clips, object_sketch=True, object_jitter=0.02)
+    torch.manual_seed(1)
+    poses = torch.randn(4000, 2, 7)
+    jittered = model.jitter_poses(poses)
+    shift = jittered[:, 0, :3] - poses[:, 0, :3]
+    torch.testing.assert_close(jittered[:, 1, :3] - poses[:, 1, :3], shift)
+    torch.testing.assert_close(jittered[..., 3:], poses[..., 3:])
+    assert shift.std().item() == pytest.approx(0.02, rel=0.05)
+    assert shift.mean().abs().item() < 0.002
+    batch = _batch(clips)
+    del batch["observation.environment_state"]
+    with pytest.raises(ValueError, match="object_sketch needs observation.environment_state"):
+        model(batch)
 
 
 def test_committed_demo_checkpoint_still_loads():

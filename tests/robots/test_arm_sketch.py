@@ -108,3 +108,75 @@ def test_bad_sketch_requests_are_refused():
         ArmSketch(spec, ("top", "ceiling"), 48, 64)
     with pytest.raises(ValueError, match="robot 'other' has no arm chains"):
         ArmSketch(replace(spec, name="other"), ("top",), 48, 64)
+
+
+def test_object_boxes_come_from_the_mjcf_and_turn_with_their_quaternion():
+    """The transfer cube is the MJCF's one free body, a box of 2 cm half side. Its edges for a hand-made
+    pose: turned 45 degrees about z (w-x-y-z quaternion), the corners sit on the axes at h*sqrt(2) from the
+    centre."""
+    sketch = ArmSketch(robot_spec("aloha"), ("top",), 48, 64, objects=True)
+    assert len(sketch.boxes) == 1 and sketch.channels == 3
+    np.testing.assert_allclose(sketch.boxes[0], [0.02, 0.02, 0.02])
+    half_turn = np.pi / 8  # half of 45 degrees
+    pose = np.array([0.1, 0.5, 0.05, np.cos(half_turn), 0.0, 0.0, np.sin(half_turn)])
+    edges = sketch.box_edges(pose)  # (1,12,2,3)
+    assert edges.shape == (1, 12, 2, 3)
+    corners = np.unique(edges.reshape(-1, 3).round(6), axis=0) - pose[:3]  # the 8 corners, centred
+    on_axes = ((0.02828, 0), (-0.02828, 0), (0, 0.02828), (0, -0.02828))
+    expected = [(x, y, z) for x, y in on_axes for z in (-0.02, 0.02)]
+    np.testing.assert_allclose(
+        np.array(sorted(map(tuple, corners.round(5)))), np.array(sorted(expected)), atol=1e-5
+    )
+    lengths = np.linalg.norm(edges[0, :, 0] - edges[0, :, 1], axis=-1)
+    np.testing.assert_allclose(lengths, 0.04, atol=1e-9)  # every edge is one side of the cube
+    with pytest.raises(ValueError, match="object poses have 6 numbers; the MJCF has 1 free objects of 7"):
+        sketch.box_edges(pose[:6])
+    with pytest.raises(ValueError, match="this sketch draws objects: pass their poses"):
+        sketch(torch.tensor(_poses(1), dtype=torch.float32))
+
+
+def test_the_cube_sketch_lies_on_the_rendered_cube():
+    """With the cube placed in the MJCF at a pose, the centre of its sketch's ink falls within a pixel of the
+    centre of the cube's pixels in MuJoCo's segmentation render, in every camera that sees it; the sketch of
+    a pose 5 cm away does not."""
+    cameras = ("top", "angle", "front_close")
+    spec = robot_spec("aloha")
+    sketch = ArmSketch(spec, cameras, 96, 128, objects=True)
+    model, data = sketch.model, sketch.data
+    joint = next(j for j in range(model.njnt) if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE)
+    cube = model.body_geomadr[model.jnt_bodyid[joint]]
+    renderer = mujoco.Renderer(model, 96, 128)
+    renderer.enable_segmentation_rendering()
+    joints = torch.tensor(_poses(1), dtype=torch.float32)
+    rng = np.random.default_rng(3)
+    checked = 0
+    try:
+        for _ in range(3):
+            quaternion = np.array([np.cos(0.3), 0, 0, np.sin(0.3)])
+            pose = np.concatenate([[rng.uniform(-0.1, 0.2), rng.uniform(0.4, 0.6), 0.02], quaternion])
+            drawn = sketch(joints, torch.tensor(pose[None], dtype=torch.float32))[0, :, 2].numpy()  # (V,H,W)
+            away = pose.copy()
+            away[1] += 0.05
+            drawn_away = sketch(joints, torch.tensor(away[None], dtype=torch.float32))[0, :, 2].numpy()
+            qpos = sketch.checker.qpos(joints.double().numpy())[0]
+            qpos[model.jnt_qposadr[joint] : model.jnt_qposadr[joint] + 7] = pose
+            sketch.pose(qpos)
+            for v, camera in enumerate(cameras):
+                renderer.update_scene(data, camera=camera)
+                segmentation = renderer.render()
+                mask = (segmentation[..., 1] == mujoco.mjtObj.mjOBJ_GEOM) & (segmentation[..., 0] == cube)
+                if mask.sum() < 4:  # hidden by an arm or out of view
+                    continue
+                rows, columns = np.nonzero(mask)
+                truth = np.array([columns.mean(), rows.mean()]) + 0.5
+
+                def centre(ink):
+                    ys, xs = np.mgrid[0:96, 0:128] + 0.5
+                    return np.array([(ink * xs).sum(), (ink * ys).sum()]) / ink.sum()
+
+                assert np.linalg.norm(centre(drawn[v]) - truth) < 1.0, (camera, centre(drawn[v]), truth)
+                assert np.linalg.norm(centre(drawn_away[v]) - truth) > 2.0, camera
+                checked += 1
+    finally:
+        renderer.close()
+    assert checked >= 6  # most cameras saw most cubes

@@ -104,3 +104,41 @@ def test_physics_flags_on_imagined_frames(model, start):
     off = WorldModelEnv(model, num_envs=2, seed=0, check_physics=False)
     off.reset(start)
     assert not off.step(chunk)[3]["violations"].any()
+
+
+def test_the_imagined_frame_draws_the_cube_where_the_head_puts_it(recorded, start):
+    """A model that sketches objects samples each frame with the cube's box at the last frame's pose (here the
+    observed one) and at the pose the state head predicts for the new frame; another pose gives another
+    frame. Re-sampling by hand with the same noise and those poses reproduces the env's frame exactly."""
+    from r2s2r.rollout.sampler import FrameSampler
+
+    ds = LeRobotDataset("local/test", root=recorded[0].root)
+    poses_now = torch.stack([ds[i]["observation.environment_state"] for i in (0, 50)])  # as `start`'s
+    first = {**start, "observation.environment_state": poses_now}
+    torch.manual_seed(0)
+    model = WorldModel(WorldModelConfig.tiny(sampling_steps=1, object_sketch=True))
+    assert model.config.sketched_objects == 1
+    with torch.no_grad():
+        model.denoiser.patch_out.weight.normal_(0, 0.05)
+        model.denoiser.sketch_in.weight.normal_(0, 0.2)
+    env = WorldModelEnv(model, num_envs=2, seed=5)
+    env.reset(first)
+    torch.testing.assert_close(env.pose, poses_now)
+    context, states, chunks = env.context.clone(), env.context_states.clone(), env.chunks.clone()
+    noise = env.generator.get_state()  # where the env's noise for the next frame starts
+    generator = torch.Generator()
+    generator.set_state(noise)
+    chunk = start["observation.state"][:, None].repeat(1, 5, 1)
+    env.step(chunk)
+    head_pose = env.env_state
+    assert torch.equal(env.pose, head_pose)
+    chunks = torch.cat([chunks[:, 1:], model.norm_chunks(chunk)[:, None]], dim=1)
+    sampler = FrameSampler(model)
+    poses = torch.stack([poses_now, head_pose], dim=1)
+    again = sampler.sample(context, chunks, states, generator=generator, poses=poses)
+    torch.testing.assert_close(again, env.context[:, -1], rtol=0, atol=1e-6)
+    elsewhere = poses.clone()
+    elsewhere[..., 1] += 0.1
+    generator.set_state(noise)
+    other = sampler.sample(context, chunks, states, generator=generator, poses=elsewhere)
+    assert (other - again).abs().max() > 1e-3

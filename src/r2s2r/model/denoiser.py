@@ -66,10 +66,10 @@ class MultiViewDenoiser(nn.Module):
         self.patch_in = nn.Linear(cfg.patch_dim, D)
         if cfg.stack_context:  # the target's tokens also see the context frames' patches at their place
             self.context_in = nn.Linear(cfg.context_frames * cfg.patch_dim, D)
-        if cfg.arm_sketch:  # the arms' stick figures now and at the chunk's targets, at the target's patches
+        if cfg.arm_sketch:  # arms' stick figures (objects' boxes) now and next, at the target's patches
             from r2s2r.robots.arm_sketch import sketch_channels
 
-            self.sketch_in = nn.Linear(2 * sketch_channels(cfg.robot) * p * p, D)
+            self.sketch_in = nn.Linear(2 * sketch_channels(cfg.robot, cfg.sketched_objects) * p * p, D)
         pos = get_2d_sincos_pos_embed(D, self.grid, base_size=self.grid[0], output_type="pt")  # (P,D)
         self.register_buffer("pos_emb", pos.float().reshape(1, 1, 1, -1, D), persistent=False)
         self.view_emb = nn.Parameter(torch.zeros(1, 1, cfg.num_views, 1, D))
@@ -156,8 +156,9 @@ class MultiViewDenoiser(nn.Module):
                 (the last one from the last context frame to the target); with `relative_actions` the targets'
                 offsets from the proprio follow the targets (`WorldModel.denoiser_chunks`).
             states: (B,K,S) normalized proprio at the context frames.
-            sketch: (B,2,V,arms,H,W) with `arm_sketch`: the arms' stick figures at the last context frame's
-                joints and at the last chunk's final targets (`WorldModel.arm_sketches`).
+            sketch: (B,2,V,channels,H,W) with `arm_sketch`: the arms' stick figures at the last context
+                frame's joints and at the last chunk's final targets, then with `object_sketch` the objects'
+                boxes at the last context frame and in the target frame (`WorldModel.sketches`).
         """
         context_patches = self.patchify(context)  # (B,K,V,P,pd)
         patches = self.patchify(noisy[:, None])  # (B,1,V,P,pd): the target's; the context arrives stacked

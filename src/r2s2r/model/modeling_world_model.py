@@ -97,7 +97,8 @@ class WorldModel(nn.Module):
         frames = self.frames(batch)  # (B,T,V,3,h,w)
         states = self.norm("state", batch["observation.state"])  # (B,T,S)
         chunks = self.norm_chunks(batch["action"])  # (B,T-1,C)
-        denoise = self.denoise_loss(frames, states, chunks)
+        poses = batch.get("observation.environment_state") if self.config.sketched_objects else None
+        denoise = self.denoise_loss(frames, states, chunks, poses)
         state = self.state_loss(frames, states, chunks, batch)
         judge = self.judge_loss(frames, batch)
         cfg = self.config
@@ -105,8 +106,15 @@ class WorldModel(nn.Module):
         logs = {"loss": loss.item(), "denoise": denoise.item(), "state": state.item(), "judge": judge.item()}
         return loss, logs
 
-    def denoise_loss(self, frames: torch.Tensor, states: torch.Tensor, chunks: torch.Tensor) -> torch.Tensor:
-        """Flow matching on one future frame: x_s = (1-s) x0 + s noise, the network predicts noise - x0."""
+    def denoise_loss(
+        self,
+        frames: torch.Tensor,
+        states: torch.Tensor,
+        chunks: torch.Tensor,
+        poses: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Flow matching on one future frame: x_s = (1-s) x0 + s noise, the network predicts noise - x0.
+        `poses` (B,T,E): the clips' raw object poses, which `object_sketch` draws (jittered)."""
         B, T = frames.shape[:2]
         K = self.config.context_frames
         if T <= K:
@@ -123,7 +131,14 @@ class WorldModel(nn.Module):
         s = context_sigma.view(B, 1, 1, 1, 1, 1)
         context = (1 - s) * context + s * torch.randn_like(context)
         chunks, states = chunks[:, j - K : j], states[:, j - K : j]
-        sketch = self.arm_sketches(chunks, states)
+        if self.config.sketched_objects:
+            if poses is None:
+                raise ValueError(
+                    "object_sketch needs observation.environment_state (object poses) in the training data; "
+                    "record it, or set object_sketch=False."
+                )
+            poses = self.jitter_poses(poses[:, j - 1 : j + 1])
+        sketch = self.sketches(chunks, states, poses)
         out = self.denoiser(
             noisy, sigma, context, context_sigma, self.denoiser_chunks(chunks, states), states, sketch
         )
@@ -170,10 +185,11 @@ class WorldModel(nn.Module):
         sketch: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The flow-matching velocity (noise - x0) at `noisy`, from the preconditioned x0 prediction.
-        `sketch`: `arm_sketches(chunks, states)` when the caller has it (the same at every sampling step)."""
+        `sketch`: `sketches(chunks, states, poses)` (the same at every sampling step); drawn here if None,
+        which a model that sketches objects refuses (it needs their poses)."""
         c_skip, c_out = self.precondition(sigma)
         if sketch is None:
-            sketch = self.arm_sketches(chunks, states)
+            sketch = self.sketches(chunks, states)
         out = self.denoiser(
             noisy, sigma, context, context_sigma, self.denoiser_chunks(chunks, states), states, sketch
         )
@@ -190,21 +206,42 @@ class WorldModel(nn.Module):
         offsets = (targets - position) / (RELATIVE_UNIT * self.action_std)
         return torch.cat([chunks, offsets.flatten(-2)], dim=-1)
 
-    def arm_sketches(self, chunks: torch.Tensor, states: torch.Tensor) -> torch.Tensor | None:
-        """With `arm_sketch`: (B,2,V,arms,h,w), the arms' stick figures in every view at the last context
-        frame's joints and at the last chunk's final targets; None without it. `chunks` (B,K,C) and `states`
-        (B,K,S) normalized."""
-        if not self.config.arm_sketch:
+    def sketches(
+        self, chunks: torch.Tensor, states: torch.Tensor, poses: torch.Tensor | None = None
+    ) -> torch.Tensor | None:
+        """With `arm_sketch`: (B,2,V,channels,h,w), the arms' stick figures in every view at the last context
+        frame's joints and at the last chunk's final targets; with `object_sketch`, then each object's box
+        at `poses` (B,2,E), raw object poses at the last context frame and in the frame to come. None without
+        `arm_sketch`. `chunks` (B,K,C) and `states` (B,K,S) normalized."""
+        cfg = self.config
+        if not cfg.arm_sketch:
             return None
+        if cfg.sketched_objects and poses is None:
+            raise ValueError("this model sketches objects (object_sketch): pass their poses now and next.")
         if self._sketch is None:
             from r2s2r.robots.arm_sketch import ArmSketch
             from r2s2r.robots.spec import robot_spec
 
-            cfg = self.config
-            self._sketch = ArmSketch(robot_spec(cfg.robot), cfg.cameras, cfg.image_height, cfg.image_width)
+            self._sketch = ArmSketch(
+                robot_spec(cfg.robot),
+                cfg.cameras,
+                cfg.image_height,
+                cfg.image_width,
+                bool(cfg.sketched_objects),
+            )
         now = self.unnorm("state", states[:, -1])  # (B,S)
-        target = self.unnorm("action", chunks[:, -1].unflatten(-1, (-1, self.config.action_dim))[:, -1])
-        return self._sketch(torch.stack([now, target], dim=1).flatten(0, 1)).unflatten(0, (len(now), 2))
+        target = self.unnorm("action", chunks[:, -1].unflatten(-1, (-1, cfg.action_dim))[:, -1])
+        joints = torch.stack([now, target], dim=1).flatten(0, 1)  # (2B,S)
+        drawn = self._sketch(joints, None if not cfg.sketched_objects else poses.flatten(0, 1))
+        return drawn.unflatten(0, (len(now), 2))
+
+    def jitter_poses(self, poses: torch.Tensor) -> torch.Tensor:
+        """Training: object poses (B,F,E) with every object of a sample shifted by one random offset of
+        `object_jitter` metres std, the same in all F frames (the motion between them stays exact)."""
+        B, F, E = poses.shape
+        shift = torch.randn(B, 1, E // 7, 3, device=poses.device) * self.config.object_jitter
+        poses = poses.unflatten(-1, (E // 7, 7))
+        return torch.cat([poses[..., :3] + shift, poses[..., 3:]], dim=-1).flatten(-2)
 
     def denoise_target(self, frame: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
         """What the denoiser generates for `frame`: the frame, or its scaled change from `last`."""

@@ -11,6 +11,13 @@ position-controlled arms reach their targets within a frame, so the second is wh
 
 MuJoCo's kinematics of the robot's model computes the link and camera poses (as a URDF library would on
 hardware; no physics is stepped). Points behind a camera are dropped with the links they end.
+
+With `objects`, the sketch also draws every object whose pose `observation.environment_state` holds: the
+MJCF's free-floating bodies, in order, 7 numbers each (position, then MuJoCo's w-x-y-z quaternion), each as
+the twelve edges of its box (its first geom's half extents, or a cube of its bounding radius), one channel
+per object. The world model gives its denoiser the object at the last context frame and where the state
+head puts it in the frame being imagined (`object_sketch`): the video then shows the cube where the head,
+which tracks it to 1-3 cm over 6 s, says it is, instead of where 48x64 pixels let the denoiser guess.
 """
 
 from __future__ import annotations
@@ -49,25 +56,52 @@ SKETCH_REACH = 8  # line widths past which a line's Gaussian (below 1e-13 there)
 SKETCH_TILE = 16  # pixels per side of the tiles a line is drawn in (16: fastest at 48x64 on a CPU)
 
 
-def sketch_channels(robot: str) -> int:
-    """Channels of one sketch: one per arm of `robot`. A robot without arm chains is refused."""
+def sketch_channels(robot: str, objects: int = 0) -> int:
+    """Channels of one sketch: one per arm of `robot`, and one per object drawn. A robot without arm chains
+    is refused."""
     if robot not in ARM_CHAINS:
         raise ValueError(
             f"robot '{robot}' has no arm chains in r2s2r/robots/arm_sketch.py: ARM_CHAINS; add them to "
             "sketch its arms, or set arm_sketch=False."
         )
-    return len(ARM_CHAINS[robot])
+    return len(ARM_CHAINS[robot]) + objects
+
+
+POSE_SIZE = 7  # numbers per object in observation.environment_state: position, w-x-y-z quaternion
+BOX_EDGES = [
+    (a, b) for a in range(8) for b in range(a + 1, 8) if bin(a ^ b).count("1") == 1
+]  # corner pairs that differ in one axis: a box's 12 edges
+
+
+def object_boxes(model: mujoco.MjModel) -> list[np.ndarray]:
+    """Half extents (3,) of each free-floating body of `model`, in the order of their joints (the order of
+    their poses in observation.environment_state): its first geom's box, or a cube of its bounding radius."""
+    boxes = []
+    for joint in range(model.njnt):
+        if model.jnt_type[joint] != mujoco.mjtJoint.mjJNT_FREE:
+            continue
+        body = model.jnt_bodyid[joint]
+        geom = model.body_geomadr[body]
+        if geom < 0:
+            name = model.body(body).name
+            raise ValueError(f"free body '{name}' has no geom to draw; turn object_sketch off.")
+        box = model.geom_type[geom] == mujoco.mjtGeom.mjGEOM_BOX
+        boxes.append(model.geom_size[geom].copy() if box else np.full(3, model.geom_rbound[geom]))
+    return boxes
 
 
 class ArmSketch:
-    """Joint vectors (N,S) -> soft stick figures of each arm in each camera, (N,V,arms,height,width) in [0,1].
+    """Joint vectors (N,S) -> soft stick figures of each arm in each camera, (N,V,arms,height,width) in [0,1];
+    with `objects`, and object poses (N,E), each object's box after the arms: (N,V,arms+objects,height,width).
 
     Example:
         sketch = ArmSketch(robot_spec("aloha"), ("top", "left_wrist", "right_wrist"), 48, 64)
         maps = sketch(states)  # raw observation.state or joint-target actions, radians and gripper 0..1
     """
 
-    def __init__(self, spec: EmbodimentSpec, cameras: tuple[str, ...], height: int, width: int):
+    def __init__(
+        self, spec: EmbodimentSpec, cameras: tuple[str, ...], height: int, width: int, objects: bool = False
+    ):
         sketch_channels(spec.name)  # refuses a robot without arm chains
         if spec.model_xml is None:
             raise ValueError(f"robot '{spec.name}' has no MJCF to sketch its arms from; turn arm_sketch off.")
@@ -92,6 +126,14 @@ class ArmSketch:
             lines.append((gripper, ("body", gripper[1], np.array(arm["grasp"][1]))))
             lines += [(gripper, ("geom", self.model.geom(f).id, None)) for f in arm["fingers"]]
             self.segments.append(lines)
+        self.boxes = object_boxes(self.model) if objects else []
+        if objects and not self.boxes:
+            raise ValueError(f"{spec.model_xml} has no free-floating objects; turn object_sketch off.")
+
+    @property
+    def channels(self) -> int:
+        """Channels of one sketch: the arms', then the objects'."""
+        return len(self.segments) + len(self.boxes)
 
     def pose(self, qpos: np.ndarray) -> None:
         """Set the model's qpos and compute its link and camera poses."""
@@ -111,8 +153,27 @@ class ArmSketch:
         row = 0.5 * self.height - focal * local[:, 1] / safe
         return np.stack([column, row], axis=-1), depth > 1e-3
 
-    def endpoints(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """One qpos -> every segment's two ends in pixels (V,arms,L,2,2) and visibility (V,arms,L)."""
+    def box_edges(self, pose: np.ndarray) -> np.ndarray:
+        """Object poses (objects*7,) -> each box's 12 edges in the world, (objects,12,2,3)."""
+        if pose.shape != (POSE_SIZE * len(self.boxes),):
+            raise ValueError(
+                f"object poses have {pose.shape[-1]} numbers; the MJCF has {len(self.boxes)} free objects of "
+                f"{POSE_SIZE} (position, quaternion): record observation.environment_state as their poses."
+            )
+        signs = np.array([[(c >> k & 1) * 2 - 1 for k in range(3)] for c in range(8)], dtype=np.float64)
+        edges = []
+        for half, obj in zip(self.boxes, pose.reshape(-1, POSE_SIZE), strict=True):
+            rotation = np.empty(9)
+            quaternion = obj[3:] / max(np.linalg.norm(obj[3:]), 1e-9)
+            mujoco.mju_quat2Mat(rotation, quaternion)
+            corners = obj[:3] + (signs * half) @ rotation.reshape(3, 3).T  # (8,3)
+            edges.append(corners[np.array(BOX_EDGES)])  # (12,2,3)
+        return np.stack(edges)
+
+    def endpoints(self, qpos: np.ndarray, pose: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """One qpos (and, with objects, their poses) -> every segment's two ends in pixels (V,groups,L,2,2)
+        and visibility (V,groups,L): each arm's lines, then each object's edges, padded with hidden lines to
+        the longest group."""
         self.pose(qpos)
         worlds = []
         for lines in self.segments:
@@ -127,19 +188,27 @@ class ArmSketch:
                         origin if point is None else origin + self.data.xmat[index].reshape(3, 3) @ point
                     )
             worlds.append(np.array(ends).reshape(-1, 2, 3))
-        worlds = np.stack(worlds)  # (arms,L,2,3)
+        if self.boxes:
+            worlds += list(self.box_edges(pose))
+        longest = max(len(w) for w in worlds)
+        real = np.array([[i < len(w) for i in range(longest)] for w in worlds])  # (groups,L)
+        worlds = np.stack([np.concatenate([w, w[:1].repeat(longest - len(w), 0)]) for w in worlds])
         pixels, visible = [], []
         for camera in self.cameras:
             uv, front = self.project(worlds.reshape(-1, 3), camera)
             pixels.append(uv.reshape(*worlds.shape[:-1], 2))
-            visible.append(front.reshape(worlds.shape[:-1]).all(-1))
+            visible.append(front.reshape(worlds.shape[:-1]).all(-1) & real)
         return np.stack(pixels), np.stack(visible)
 
     @torch.no_grad()
-    def __call__(self, joints: torch.Tensor) -> torch.Tensor:
-        """(N,S) joint vectors -> (N,V,arms,height,width) sketches, on the joints' device and dtype."""
+    def __call__(self, joints: torch.Tensor, poses: torch.Tensor | None = None) -> torch.Tensor:
+        """(N,S) joint vectors, and with objects their poses (N,E) -> (N,V,channels,height,width) sketches, on
+        the joints' device and dtype."""
+        if self.boxes and poses is None:
+            raise ValueError("this sketch draws objects: pass their poses (observation.environment_state).")
         qpos = self.checker.qpos(joints.detach().double().cpu().numpy())
-        ends, visible = zip(*(self.endpoints(q) for q in qpos), strict=True)
+        pose = [None] * len(qpos) if poses is None else poses.detach().double().cpu().numpy()
+        ends, visible = zip(*(self.endpoints(q, p) for q, p in zip(qpos, pose, strict=True)), strict=True)
         ends = torch.tensor(np.stack(ends), dtype=torch.float32)  # (N,V,arms,L,2,2)
         visible = torch.tensor(np.stack(visible))  # (N,V,arms,L)
         return self.draw(ends, visible).to(device=joints.device, dtype=joints.dtype)

@@ -29,6 +29,7 @@ class FrameSampler:
         chunks: torch.Tensor,
         states: torch.Tensor,
         generator: torch.Generator | None = None,
+        poses: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Next frame (B,V,3,h,w) in [-1,1].
 
@@ -38,12 +39,14 @@ class FrameSampler:
                 new one.
             states: (B,K,S) normalized proprio at the context frames.
             generator: makes the initial noise, and so the frame, reproducible.
+            poses: (B,2,E) raw object poses at the last context frame and in the new frame, for a model that
+                sketches objects (`object_sketch`).
         """
         B = context.shape[0]
         x = torch.randn(context[:, 0].shape, generator=generator, device=context.device, dtype=context.dtype)
         self.scheduler.set_timesteps(self.steps, device=context.device)
         clean = torch.zeros(B, device=context.device, dtype=context.dtype)
-        sketch = self.model.arm_sketches(chunks, states)  # the same at every step (None without arm_sketch)
+        sketch = self.model.sketches(chunks, states, poses)  # the same at every step (None: no arm_sketch)
         for i, t in enumerate(self.scheduler.timesteps):
             sigma = self.scheduler.sigmas[i].to(context.dtype).expand(B)
             velocity = self.model.velocity(x, sigma, context, clean, chunks, states, sketch)

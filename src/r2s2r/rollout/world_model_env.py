@@ -14,6 +14,9 @@ imagined rates follow the odds instead of an average outcome no real episode has
 Where the reset observation carries the object pose (`observation.environment_state`), the state head
 starts from it as well as from the cameras (`head_reads_objects`); without it, from the cameras alone.
 
+A video model that sketches objects (`object_sketch`) draws each imagined frame's cube where the state
+head puts it: the head leads, the video follows.
+
 Each imagined step returns the judge's staged reward and success read from the imagined frames, the
 state-dynamics head's proprio, object state, reward and success, and an uncertainty (ensemble
 disagreement of the head, in normalized units). The env never calls MuJoCo.
@@ -124,7 +127,11 @@ class WorldModelEnv:
         self.draw = None  # one draw per episode picks its object-pose mode (head_pose_modes > 1)
         if self.model.state_head.modes > 1:
             self.draw = torch.rand(self.num_envs, generator=self.generator, device=self.device)
-        self._read(frame, self.model.state_head.decode(self.latent))
+        decoded = self.model.state_head.decode(self.latent)
+        self._read(frame, decoded)
+        self.pose = None  # raw object poses of the newest frame, for object_sketch: observed, or the head's
+        if self.cfg.sketched_objects:
+            self.pose = self.env_state if observed else self.model.unnorm("env", decoded["env_state"].mean(1))
         self._pending = []
         self.t = 0
         self._history: list[tuple[np.ndarray, np.ndarray, dict]] = []  # per frame: state, env, geometry
@@ -184,8 +191,14 @@ class WorldModelEnv:
         self.state = model.unnorm("state", norm_state)
         if self.cfg.env_state_dim:
             self.env_state = model.unnorm("env", decoded["env_state"].mean(dim=1))
+        poses = None
+        if self.cfg.sketched_objects:  # where the object is and where the head puts it in the new frame
+            poses = torch.stack([self.pose, self.env_state], dim=1)
+            self.pose = self.env_state
         if self.render:
-            frame = self.sampler.sample(self.context, chunks, self.context_states, generator=self.generator)
+            frame = self.sampler.sample(
+                self.context, chunks, self.context_states, generator=self.generator, poses=poses
+            )
             self.context = torch.cat([self.context[:, 1:], frame[:, None]], dim=1)
         self._read(None if self.context is None else self.context[:, -1], decoded)
         self.context_states = torch.cat([self.context_states[:, 1:], norm_state[:, None]], dim=1)
