@@ -1,5 +1,5 @@
 """Put the video model (denoiser) of one world-model checkpoint into another, keeping the other's state head,
-judge and object statistics.
+judge (unless --judge) and object statistics.
 
 The committed demo model (`assets/world_model_small`) is a video model trained by `train_small.py` whose
 state head was replaced and refined afterwards (`r2s2r-refine-head`, `benchmarks/head.py`). A better video
@@ -37,8 +37,9 @@ SHARED_FIELDS = (
 )  # fmt: skip
 
 
-def graft(video: WorldModel, into: WorldModel) -> WorldModel:
-    """A model with `into`'s config and weights, except the denoiser and its config fields from `video`."""
+def graft(video: WorldModel, into: WorldModel, judge: bool = False) -> WorldModel:
+    """A model with `into`'s config and weights, except the denoiser and its config fields from `video`
+    (and with `judge`, `video`'s judge too)."""
     a, b = video.config.to_dict(), into.config.to_dict()
     if diff := {k: (a[k], b[k]) for k in SHARED_FIELDS if a[k] != b[k]}:
         raise ValueError(
@@ -56,6 +57,8 @@ def graft(video: WorldModel, into: WorldModel) -> WorldModel:
     missing, unexpected = model.load_state_dict(kept, strict=False)  # head, judge, statistics
     assert not unexpected and all(k.startswith("denoiser.") for k in missing), (missing, unexpected)
     model.denoiser.load_state_dict(video.denoiser.state_dict())
+    if judge:
+        model.judge.load_state_dict(video.judge.state_dict())
     model.state_head.set_scales(model)
     return model
 
@@ -67,9 +70,10 @@ def main() -> None:
     parser.add_argument("--video", required=True, help="checkpoint whose denoiser to take")
     parser.add_argument("--into", required=True, help="checkpoint whose state head, judge and stats to keep")
     parser.add_argument("--out", required=True, help="where to write the result (may be --into)")
+    parser.add_argument("--judge", action="store_true", help="take the --video checkpoint's judge as well")
     parser.add_argument("--half", action="store_true", help="store weight matrices in float16")
     args = parser.parse_args()
-    model = graft(WorldModel.from_pretrained(args.video), WorldModel.from_pretrained(args.into))
+    model = graft(WorldModel.from_pretrained(args.video), WorldModel.from_pretrained(args.into), args.judge)
     readme = Path(args.into, "README.md")
     kept = (
         readme.read_text()

@@ -5,6 +5,9 @@
 2. train `small` with `r2s2r.training.train` (resumable),
 3. replay the held-out episodes open-loop: PSNR/SSIM per view at 1/3/6 s vs copy-last-frame, object error,
    outcome agreement, ID and OOD,
+   With --head_from (e.g. assets/world_model_small), the open loop is replayed again with this run's video
+   model grafted into that checkpoint (its refined state head, which `object_sketch` draws the cube from),
+   with that checkpoint's judge and with this run's,
 4. check the judge on real held-out frames (staged-reward accuracy, success F1) and that the state head's
    uncertainty is higher for actions unlike the data (random actions) than for the logged ones.
 Prints a table and writes benchmarks/results/train_small.json.
@@ -174,6 +177,9 @@ def main() -> None:
     parser.add_argument("--sampling_steps", type=int, nargs="+", default=[1, 6], help="open-loop with each")
     parser.add_argument("--model", type=json.loads, default={},
                         help="small preset overrides, JSON: '{\"relative_actions\": true}'")  # fmt: skip
+    parser.add_argument("--head_from", default=None,
+                        help="also replay open-loop with this run's video model grafted into this checkpoint "
+                             "(its state head and judge, and with this run's judge)")  # fmt: skip
     parser.add_argument("--out", default="benchmarks/results/train_small.json")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", force=True)
@@ -206,6 +212,10 @@ def main() -> None:
         tic = time.perf_counter()
         payload["openloop"][steps] = evaluate_openloop(ol)["summary"]
         payload["openloop_seconds"][steps] = time.perf_counter() - tic
+    if args.head_from:
+        payload["openloop_grafted"] = grafted_openloop(
+            checkpoint, Path(args.head_from), root, args.sampling_steps[0]
+        )
     model = WorldModel.from_pretrained(checkpoint)
     payload["judge_on_real"] = judge_on_real(model, root / "data" / "heldout")
     payload["uncertainty"] = uncertainty_check(model, root / "data" / "heldout")
@@ -214,9 +224,26 @@ def main() -> None:
     write_json(args.out, payload)
 
 
+def grafted_openloop(checkpoint: Path, head_from: Path, root: Path, steps: int) -> dict:
+    """Open loop of this run's video model in `head_from`'s model: with its judge, and with this run's."""
+    from graft_denoiser import graft
+
+    video, results = WorldModel.from_pretrained(checkpoint), {}
+    for name, own_judge in (("their_judge", False), ("this_run_judge", True)):
+        directory = root / f"grafted_{name}"
+        graft(video, WorldModel.from_pretrained(head_from), judge=own_judge).save_pretrained(directory)
+        ol = OpenLoopConfig(checkpoint=str(directory), output_dir=str(root / f"openloop_grafted_{name}"),
+                            videos=6, sampling_steps=steps)  # fmt: skip
+        ol.data.root = str(root / "data" / "heldout")
+        results[name] = {"head_from": str(head_from), "summary": evaluate_openloop(ol)["summary"]}
+    return results
+
+
 def report(payload: dict) -> None:
     for steps, summary in payload["openloop"].items():
-        report_openloop(summary, steps)
+        report_openloop(summary, f"{steps} sampling step(s)")
+    for name, grafted in payload.get("openloop_grafted", {}).items():
+        report_openloop(grafted["summary"], f"video model grafted into {grafted['head_from']} ({name})")
     tf = payload["teacher_forced"]
     rows = [[cam, tf["model"][cam], tf["copy_last"][cam], tf["wrong_actions"][cam]] for cam in tf["model"]]
     print_table("One model frame ahead from real context (PSNR dB)", ["view", "model", "copy-last",
@@ -234,7 +261,7 @@ def report(payload: dict) -> None:
     print(f"training: {t['steps']} steps of {t['batch_size']} clips, {t['samples_per_s']:.1f} clips/s")
 
 
-def report_openloop(summary: dict, steps: int) -> None:
+def report_openloop(summary: dict, label: str) -> None:
     rows = []
     for split, entry in summary.items():
         for cam, by_h in entry["model"].items():
@@ -243,7 +270,7 @@ def report_openloop(summary: dict, steps: int) -> None:
                 gain = m["psnr"] - base["psnr"]
                 rows.append([split, cam, h, m["psnr"], base["psnr"], gain, m["ssim"], base["ssim"]])
     header = ["split", "view", "horizon", "PSNR", "copy-last", "gain dB", "SSIM", "copy-last"]
-    title = f"Open-loop alignment on held-out episodes, {steps} sampling step(s) (model resolution)"
+    title = f"Open-loop alignment on held-out episodes, {label} (model resolution)"
     print_table(title, header, rows)
     rows = []
     for split, e in summary.items():
@@ -251,7 +278,7 @@ def report_openloop(summary: dict, steps: int) -> None:
         agreement, success = e.get("outcome_agreement") or 0, e.get("real_success_rate") or 0
         rows.append([split, e["episodes"], 100 * agreement, 100 * success, errors])
     header = ["split", "episodes", "agreement %", "logged success %", "object err 1s/3s/6s (cm)"]
-    print_table(f"Outcome agreement and object error, {steps} sampling step(s)", header, rows)
+    print_table(f"Outcome agreement and object error, {label}", header, rows)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import av
 import pytest
 import torch
 
-from r2s2r.data.reader import ClipConfig, ClipDataset
+from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
 from r2s2r.eval.metrics import psnr
 from r2s2r.eval.openloop import OpenLoopConfig, evaluate_openloop
 from r2s2r.model.configuration_world_model import WorldModelConfig
@@ -66,3 +66,33 @@ def test_openloop_cli(recorded, checkpoint, tmp_path, capsys):
     assert "[id] 1 episodes" in out and "copy-last" in out and "outcome agreement" in out
     assert main([*args[:1], f"--data.root={recorded[0].root}", "--data.frame_rate=25"]) == 2
     assert "set --data.frame_rate=10" in capsys.readouterr().err
+
+
+def test_openloop_starts_from_the_logged_object_pose(recorded, checkpoint):
+    """Where the recording has the object pose, the imagined episode starts from it, as `r2s2r-eval` does:
+    the head's imagined poses are those of an env reset with it, and not those of one reset without it."""
+    from r2s2r.eval.openloop import imagine_episodes
+    from r2s2r.rollout.world_model_env import WorldModelEnv
+
+    model = WorldModel.from_pretrained(checkpoint)
+    clips = ClipConfig(root=recorded[0].root, cameras=("top", "left_wrist"), context_frames=1)
+    match_frame_rate(clips, model.config.frame_stride)
+    ds = ClipDataset(clips)
+    episodes = [{**ds.episode(ep), "action": ds.episode(ep)["action"][:6]} for ep in (0, 1)]  # 6 frames
+    imagined = imagine_episodes(model, episodes, OpenLoopConfig(sampling_steps=1))
+
+    def replay(with_pose: bool) -> torch.Tensor:
+        env = WorldModelEnv(model, num_envs=2, sampling_steps=1)
+        keys = [*model.config.camera_keys, "observation.state"]
+        keys += ["observation.environment_state"] if with_pose else []
+        env.reset({k: torch.stack([e[k][0] for e in episodes]) for k in keys}, seed=0)
+        poses = []
+        for t in range(episodes[0]["action"].shape[0]):
+            env.step(torch.stack([e["action"][t] for e in episodes]))
+            poses.append(env.env_state)
+        return torch.stack(poses, dim=1)  # (B,T,E)
+
+    logged, blind = replay(True), replay(False)
+    for b in range(2):
+        torch.testing.assert_close(imagined[b]["env_state"], logged[b])
+    assert (blind - logged).abs().max() > 1e-3

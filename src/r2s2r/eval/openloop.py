@@ -1,7 +1,8 @@
 """Open-loop alignment: replay logged actions in the world model from the logged first frames.
 
-For every held-out episode the world model starts from the episode's first real observation and is fed
-the actions the robot actually took, chunk by chunk, never seeing another real frame. Then, per view and
+For every held-out episode the world model starts from the episode's first real observation (its views,
+proprio and, where the recording has it, the object pose, as `r2s2r-eval` starts imagined episodes) and is
+fed the actions the robot actually took, chunk by chunk, never seeing another real frame. Then, per view and
 horizon, imagined frames are compared with the real ones (PSNR, SSIM), the state head's object state with
 the logged one, and the judge's verdict on the imagined video with the logged outcome. A copy-last-frame
 baseline (the first frame, held) is scored the same way: a model that cannot beat it has learned nothing
@@ -72,7 +73,9 @@ def imagine_episodes(model: WorldModel, episodes: list[dict], cfg: OpenLoopConfi
     )
     keys = model.config.camera_keys
     first = {k: torch.stack([e[k][0] for e in episodes]) for k in keys}
-    first["observation.state"] = torch.stack([e["observation.state"][0] for e in episodes])
+    for key in ("observation.state", "observation.environment_state"):
+        if key in episodes[0]:
+            first[key] = torch.stack([e[key][0] for e in episodes])
     obs = env.reset(first, seed=cfg.seed)
     frames = {k: [obs[k]] for k in keys}
     env_states, judged = [], []
