@@ -276,8 +276,9 @@ def report_openloop(summary: dict, label: str) -> None:
     for split, e in summary.items():
         errors = "/".join(f"{100 * v:.1f}" for v in (e.get("object_error_m") or {}).values() if v is not None)
         agreement, success = e.get("outcome_agreement") or 0, e.get("real_success_rate") or 0
-        rows.append([split, e["episodes"], 100 * agreement, 100 * success, errors])
-    header = ["split", "episodes", "agreement %", "logged success %", "object err 1s/3s/6s (cm)"]
+        head = e.get("head_outcome_agreement") or 0
+        rows.append([split, e["episodes"], 100 * agreement, 100 * head, 100 * success, errors])
+    header = ["split", "episodes", "agreement %", "head's %", "logged success %", "object err 1s/3s/6s (cm)"]
     print_table(f"Outcome agreement and object error, {label}", header, rows)
 
 

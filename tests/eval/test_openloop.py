@@ -51,6 +51,8 @@ def test_openloop_scores_and_videos(recorded, checkpoint, tmp_path):
     # outcome agreement is the fraction of episodes whose imagined verdict equals the logged one
     agree = [e["agree"] for e in payload["episodes"]]
     assert summary["all"]["outcome_agreement"] == pytest.approx(sum(agree) / 2)
+    head_agree = [e["head_agree"] for e in payload["episodes"]]  # the state head's verdict, scored alike
+    assert summary["all"]["head_outcome_agreement"] == pytest.approx(sum(head_agree) / 2)
     videos = sorted((tmp_path / "ol" / "videos").iterdir())
     assert [v.name for v in videos] == ["episode_000000.mp4"]
     with av.open(str(videos[0])) as container:

@@ -4,7 +4,8 @@ For every held-out episode the world model starts from the episode's first real 
 proprio and, where the recording has it, the object pose, as `r2s2r-eval` starts imagined episodes) and is
 fed the actions the robot actually took, chunk by chunk, never seeing another real frame. Then, per view and
 horizon, imagined frames are compared with the real ones (PSNR, SSIM), the state head's object state with
-the logged one, and the judge's verdict on the imagined video with the logged outcome. A copy-last-frame
+the logged one, and the judge's verdict on the imagined video with the logged outcome (beside it, the state
+head's own verdict: where the head sees the success and the judge does not, the video failed to show it). A copy-last-frame
 baseline (the first frame, held) is scored the same way: a model that cannot beat it has learned nothing
 about the consequences of actions. Frames are compared at the model's resolution.
 
@@ -78,7 +79,7 @@ def imagine_episodes(model: WorldModel, episodes: list[dict], cfg: OpenLoopConfi
             first[key] = torch.stack([e[key][0] for e in episodes])
     obs = env.reset(first, seed=cfg.seed)
     frames = {k: [obs[k]] for k in keys}
-    env_states, judged = [], []
+    env_states, judged, head_judged = [], [], []
     for t in range(episodes[0]["action"].shape[0]):
         chunk = torch.stack([e["action"][t] for e in episodes])  # (B,stride,A)
         obs, _, _, info = env.step(chunk)
@@ -86,12 +87,14 @@ def imagine_episodes(model: WorldModel, episodes: list[dict], cfg: OpenLoopConfi
             frames[k].append(obs[k])
         env_states.append(env.env_state)
         judged.append(info["success"])
+        head_judged.append(info["head_success"])
     results = []
     for b in range(len(episodes)):
         results.append({
             "frames": {k: torch.stack([f[b] for f in frames[k]]).cpu() for k in keys},  # (T,3,H,W)
             "env_state": torch.stack([s[b] for s in env_states]).cpu(),  # (T-1,E) frames 1..T-1
             "success": bool(torch.stack([j[b] for j in judged]).any()),
+            "head_success": bool(torch.stack([j[b] for j in head_judged]).any()),
         })  # fmt: skip
     return results
 
@@ -119,6 +122,7 @@ def score_episode(model: WorldModel, real: dict, imagined: dict, horizons: list[
         scores["object_error_m"] = {h: float(err[h - 1]) for h in horizons}
     if "episode_success" in real:
         scores["agree"] = bool(imagined["success"] == bool(real["episode_success"]))
+        scores["head_agree"] = bool(imagined["head_success"] == bool(real["episode_success"]))
         scores["real_success"] = bool(real["episode_success"])
     return scores
 
@@ -202,6 +206,7 @@ def summarize(per_episode: list[dict], seconds: tuple[float, ...], horizons: lis
             }
         if "agree" in rows[0]:
             entry["outcome_agreement"] = _mean([float(r["agree"]) for r in rows])
+            entry["head_outcome_agreement"] = _mean([float(r["head_agree"]) for r in rows])
             entry["real_success_rate"] = _mean([float(r["real_success"]) for r in rows])
         summary[split] = entry
     return summary

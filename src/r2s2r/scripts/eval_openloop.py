@@ -39,7 +39,8 @@ def format_summary(summary: dict) -> str:
             lines.append(
                 f"  outcome agreement (judge on imagined video vs logged): "
                 f"{100 * entry['outcome_agreement']:.1f} % (logged success rate "
-                f"{100 * entry['real_success_rate']:.1f} %)"
+                f"{100 * entry['real_success_rate']:.1f} %; the state head's own verdict agrees on "
+                f"{100 * entry['head_outcome_agreement']:.1f} %)"
             )
     return "\n".join(lines)
 
