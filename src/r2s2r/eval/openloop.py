@@ -5,9 +5,9 @@ proprio and, where the recording has it, the object pose, as `r2s2r-eval` starts
 fed the actions the robot actually took, chunk by chunk, never seeing another real frame. Then, per view and
 horizon, imagined frames are compared with the real ones (PSNR, SSIM), the state head's object state with
 the logged one, and the judge's verdict on the imagined video with the logged outcome (beside it, the state
-head's own verdict: where the head sees the success and the judge does not, the video failed to show it). A copy-last-frame
-baseline (the first frame, held) is scored the same way: a model that cannot beat it has learned nothing
-about the consequences of actions. Frames are compared at the model's resolution.
+head's own verdict: where the head sees the success and the judge does not, the video failed to show it).
+A copy-last-frame baseline (the first frame, held) is scored the same way: a model that cannot beat it has
+learned nothing about the consequences of actions. Frames are compared at the model's resolution.
 
 Results are split by ID/OOD where the dataset says which is which (the recorder's labels).
 """
