@@ -129,6 +129,11 @@ def train(cfg: TrainConfig) -> Path:
             f"the model expects frame_stride={cfg.model.frame_stride}; "
             f"set --data.frame_rate={dataset.fps // cfg.model.frame_stride}."
         )
+    if cfg.model.sketched_objects and "observation.environment_state" not in dataset.stats:
+        raise ValueError(
+            f"the model sketches objects (object_sketch) but {cfg.data.root} has no "
+            "observation.environment_state (object poses); set --model.object_sketch=false."
+        )
     model = WorldModel(cfg.model)
     model.set_stats(dataset.stats)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
