@@ -8,6 +8,8 @@
    With --head_from (e.g. assets/world_model_small), the open loop is replayed again with this run's video
    model grafted into that checkpoint (its refined state head, which `object_sketch` draws the cube from),
    with that checkpoint's judge and with this run's,
+   Then the judge is fitted to this model's own imagined frames of the training recordings
+   (`r2s2r-refit-judge`, --judge_steps) and the open loop replayed with it,
 4. check the judge on real held-out frames (staged-reward accuracy, success F1) and that the state head's
    uncertainty is higher for actions unlike the data (random actions) than for the logged ones.
 Prints a table and writes benchmarks/results/train_small.json.
@@ -177,6 +179,12 @@ def main() -> None:
     parser.add_argument("--sampling_steps", type=int, nargs="+", default=[1, 6], help="open-loop with each")
     parser.add_argument("--model", type=json.loads, default={},
                         help="small preset overrides, JSON: '{\"relative_actions\": true}'")  # fmt: skip
+    parser.add_argument(
+        "--judge_steps",
+        type=int,
+        default=2000,
+        help="steps of r2s2r-refit-judge after training (0: keep the jointly trained judge)",
+    )
     parser.add_argument("--head_from", default=None,
                         help="also replay open-loop with this run's video model grafted into this checkpoint "
                              "(its state head and judge, and with this run's judge)")  # fmt: skip
@@ -212,6 +220,21 @@ def main() -> None:
         tic = time.perf_counter()
         payload["openloop"][steps] = evaluate_openloop(ol)["summary"]
         payload["openloop_seconds"][steps] = time.perf_counter() - tic
+    if args.judge_steps:
+        from r2s2r.training.judge import JudgeConfig, refit_judge
+
+        judged = root / "train_small_judged"
+        tic = time.perf_counter()
+        payload["judge_refit"] = refit_judge(JudgeConfig(
+            checkpoint=str(checkpoint), data=[str(root / "data" / "train")], output_dir=str(judged),
+            steps=args.judge_steps, sampling_steps=args.sampling_steps[0],
+        ))  # fmt: skip
+        payload["judge_refit"]["seconds"] = time.perf_counter() - tic
+        ol = OpenLoopConfig(checkpoint=str(judged), output_dir=str(root / "openloop_small_judged"),
+                            videos=6, sampling_steps=args.sampling_steps[0])  # fmt: skip
+        ol.data.root = str(root / "data" / "heldout")
+        payload["openloop_judged"] = evaluate_openloop(ol)["summary"]
+        checkpoint = judged  # the judge checks below read the fitted one
     if args.head_from:
         payload["openloop_grafted"] = grafted_openloop(
             checkpoint, Path(args.head_from), root, args.sampling_steps[0]
@@ -242,6 +265,8 @@ def grafted_openloop(checkpoint: Path, head_from: Path, root: Path, steps: int) 
 def report(payload: dict) -> None:
     for steps, summary in payload["openloop"].items():
         report_openloop(summary, f"{steps} sampling step(s)")
+    if "openloop_judged" in payload:
+        report_openloop(payload["openloop_judged"], "judge fitted to imagined frames (r2s2r-refit-judge)")
     for name, grafted in payload.get("openloop_grafted", {}).items():
         report_openloop(grafted["summary"], f"video model grafted into {grafted['head_from']} ({name})")
     tf = payload["teacher_forced"]

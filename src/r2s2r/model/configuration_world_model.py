@@ -83,7 +83,10 @@ class WorldModelConfig:
     predict_delta: bool = True  # denoise the change from the last context frame: standing still is free
     delta_scale: float = 0.25  # the change (pixels in [-1,1]) is divided by this so its spread is near 1
     data_std: float = 0.5  # typical spread of what is generated, for the denoiser's preconditioning
-    sampling_steps: int = 6  # flow-matching Euler steps per imagined frame
+    sampling_steps: int = 1  # flow-matching Euler steps per imagined frame. 1 reads the conditional mean that
+    # the pure-noise share of training (mean_fraction) teaches: `small`'s open loop on 32 held-out episodes
+    # scored 27.1 / 18.6 / 19.7 dB at 1 s (top / left / right wrist) and 94 % outcome agreement with 1 step,
+    # 21.8 / 17.2 / 17.4 dB and 81 % with 6 (each step adds sampling noise the model never learnt to remove)
     latent_dim: int = 128  # state-dynamics head: size of the compact latent
     head_hidden: int = 256  # state-dynamics head: hidden width of its MLPs
     ensemble: int = 5  # state-dynamics head: members whose disagreement is the uncertainty
