@@ -214,11 +214,8 @@ def main() -> None:
 
     payload["openloop"], payload["openloop_seconds"] = {}, {}
     for steps in args.sampling_steps:
-        ol = OpenLoopConfig(checkpoint=str(checkpoint), output_dir=str(root / f"openloop_small_{steps}steps"),
-                            videos=6, sampling_steps=steps)  # fmt: skip
-        ol.data.root = str(root / "data" / "heldout")
         tic = time.perf_counter()
-        payload["openloop"][steps] = evaluate_openloop(ol)["summary"]
+        payload["openloop"][steps] = heldout_openloop(checkpoint, root, f"openloop_small_{steps}steps", steps)
         payload["openloop_seconds"][steps] = time.perf_counter() - tic
     if args.judge_steps:
         from r2s2r.training.judge import JudgeConfig, refit_judge
@@ -230,10 +227,9 @@ def main() -> None:
             steps=args.judge_steps, sampling_steps=args.sampling_steps[0],
         ))  # fmt: skip
         payload["judge_refit"]["seconds"] = time.perf_counter() - tic
-        ol = OpenLoopConfig(checkpoint=str(judged), output_dir=str(root / "openloop_small_judged"),
-                            videos=6, sampling_steps=args.sampling_steps[0])  # fmt: skip
-        ol.data.root = str(root / "data" / "heldout")
-        payload["openloop_judged"] = evaluate_openloop(ol)["summary"]
+        payload["openloop_judged"] = heldout_openloop(
+            judged, root, "openloop_small_judged", args.sampling_steps[0]
+        )
         checkpoint = judged  # the judge checks below read the fitted one
     if args.head_from:
         payload["openloop_grafted"] = grafted_openloop(
@@ -247,6 +243,15 @@ def main() -> None:
     write_json(args.out, payload)
 
 
+def heldout_openloop(checkpoint: Path, root: Path, name: str, steps: int) -> dict:
+    """Open-loop summary of `checkpoint` on the held-out recordings, written to root/name (6 videos)."""
+    ol = OpenLoopConfig(
+        checkpoint=str(checkpoint), output_dir=str(root / name), videos=6, sampling_steps=steps
+    )
+    ol.data.root = str(root / "data" / "heldout")
+    return evaluate_openloop(ol)["summary"]
+
+
 def grafted_openloop(checkpoint: Path, head_from: Path, root: Path, steps: int) -> dict:
     """Open loop of this run's video model in `head_from`'s model: with its judge, and with this run's."""
     from graft_denoiser import graft
@@ -255,10 +260,8 @@ def grafted_openloop(checkpoint: Path, head_from: Path, root: Path, steps: int) 
     for name, own_judge in (("their_judge", False), ("this_run_judge", True)):
         directory = root / f"grafted_{name}"
         graft(video, WorldModel.from_pretrained(head_from), judge=own_judge).save_pretrained(directory)
-        ol = OpenLoopConfig(checkpoint=str(directory), output_dir=str(root / f"openloop_grafted_{name}"),
-                            videos=6, sampling_steps=steps)  # fmt: skip
-        ol.data.root = str(root / "data" / "heldout")
-        results[name] = {"head_from": str(head_from), "summary": evaluate_openloop(ol)["summary"]}
+        summary = heldout_openloop(directory, root, f"openloop_grafted_{name}", steps)
+        results[name] = {"head_from": str(head_from), "summary": summary}
     return results
 
 

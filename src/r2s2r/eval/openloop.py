@@ -60,6 +60,14 @@ def _splits(root: Path, episodes: list[int]) -> dict[int, str]:
     return {ep: labels.get(ep, {}).get("distribution", "all") for ep in episodes}
 
 
+def episodes_by_length(dataset: ClipDataset) -> dict[int, list[int]]:
+    """The dataset's episodes grouped by length: the episodes one batch of `imagine_episodes` can hold."""
+    groups: dict[int, list[int]] = {}
+    for ep in dataset.episodes:
+        groups.setdefault(dataset.episode_length(ep), []).append(ep)
+    return groups
+
+
 def _model_res(model: WorldModel, video: torch.Tensor) -> torch.Tensor:
     """(T,3,H,W) in [0,1] -> model resolution, as the model sees it."""
     size = (model.config.image_height, model.config.image_width)
@@ -144,11 +152,8 @@ def evaluate_openloop(cfg: OpenLoopConfig) -> dict:
     horizons = [int(round(h * rate)) for h in cfg.horizons]
     out = Path(cfg.output_dir)
     splits = _splits(dataset.root, dataset.episodes)
-    by_length: dict[int, list[int]] = {}
-    for ep in dataset.episodes:
-        by_length.setdefault(dataset.episode_length(ep), []).append(ep)
     per_episode, video_count = [], 0
-    for length, eps in by_length.items():
+    for length, eps in episodes_by_length(dataset).items():
         usable = [h for h in horizons if h <= (length - 1) // dataset.stride]
         if len(usable) < len(horizons):
             log.warning(

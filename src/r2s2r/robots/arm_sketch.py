@@ -68,9 +68,10 @@ def sketch_channels(robot: str, objects: int = 0) -> int:
 
 
 POSE_SIZE = 7  # numbers per object in observation.environment_state: position, w-x-y-z quaternion
-BOX_EDGES = [
-    (a, b) for a in range(8) for b in range(a + 1, 8) if bin(a ^ b).count("1") == 1
-]  # corner pairs that differ in one axis: a box's 12 edges
+CORNER_SIGNS = np.array([[(c >> k & 1) * 2 - 1 for k in range(3)] for c in range(8)], dtype=np.float64)
+BOX_EDGES = np.array(
+    [(a, b) for a in range(8) for b in range(a + 1, 8) if bin(a ^ b).count("1") == 1]
+)  # corner pairs that differ in one axis: a box's 12 edges
 
 
 def object_boxes(model: mujoco.MjModel) -> list[np.ndarray]:
@@ -160,14 +161,13 @@ class ArmSketch:
                 f"object poses have {pose.shape[-1]} numbers; the MJCF has {len(self.boxes)} free objects of "
                 f"{POSE_SIZE} (position, quaternion): record observation.environment_state as their poses."
             )
-        signs = np.array([[(c >> k & 1) * 2 - 1 for k in range(3)] for c in range(8)], dtype=np.float64)
         edges = []
         for half, obj in zip(self.boxes, pose.reshape(-1, POSE_SIZE), strict=True):
             rotation = np.empty(9)
             quaternion = obj[3:] / max(np.linalg.norm(obj[3:]), 1e-9)
             mujoco.mju_quat2Mat(rotation, quaternion)
-            corners = obj[:3] + (signs * half) @ rotation.reshape(3, 3).T  # (8,3)
-            edges.append(corners[np.array(BOX_EDGES)])  # (12,2,3)
+            corners = obj[:3] + (CORNER_SIGNS * half) @ rotation.reshape(3, 3).T  # (8,3)
+            edges.append(corners[BOX_EDGES])  # (12,2,3)
         return np.stack(edges)
 
     def endpoints(self, qpos: np.ndarray, pose: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from r2s2r.data.commit import atomic_write_text
 from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
-from r2s2r.eval.openloop import OpenLoopConfig, imagine_episodes
+from r2s2r.eval.openloop import OpenLoopConfig, episodes_by_length, imagine_episodes
 from r2s2r.model.modeling_world_model import WorldModel
 
 log = logging.getLogger(__name__)
@@ -71,12 +71,9 @@ def replay_frames(model: WorldModel, root: str, cfg: JudgeConfig) -> dict[str, t
     clips = ClipConfig(root=root, cameras=mc.cameras, context_frames=1, future_frames=1)
     match_frame_rate(clips, mc.frame_stride)
     dataset = ClipDataset(clips)
-    by_length: dict[int, list[int]] = {}
-    for ep in dataset.episodes:
-        by_length.setdefault(dataset.episode_length(ep), []).append(ep)
     ol = OpenLoopConfig(sampling_steps=cfg.sampling_steps, seed=cfg.seed)
     pool: dict[str, list[torch.Tensor]] = {"real": [], "imagined": [], "reward": [], "success": []}
-    batches = [eps[i : i + cfg.batch_episodes] for eps in by_length.values()
+    batches = [eps[i : i + cfg.batch_episodes] for eps in episodes_by_length(dataset).values()
                for i in range(0, len(eps), cfg.batch_episodes)]  # fmt: skip
     for eps in tqdm(batches, desc=f"imagining {Path(root).name}", unit="batch"):
         real = [dataset.episode(ep) for ep in eps]
@@ -105,14 +102,13 @@ def judge_loss(model: WorldModel, frames: torch.Tensor, reward: torch.Tensor, su
 @torch.no_grad()
 def judge_scores(model: WorldModel, pool: dict[str, torch.Tensor], chunk: int = 512) -> dict:
     """Staged-reward accuracy and success recall of the judge on the pool's real and imagined frames."""
-    out = {}
+    out, positives = {}, int((pool["success"] > 0.5).sum())
     for name in ("real", "imagined"):
         correct, found = 0, 0
         for i in range(0, len(pool[name]), chunk):
             logits, success_logit = model.judge(_from_bytes(pool[name][i : i + chunk]))
             correct += int((logits.argmax(-1) == pool["reward"][i : i + chunk]).sum())
             found += int(((success_logit > 0) & (pool["success"][i : i + chunk] > 0.5)).sum())
-        positives = int((pool["success"] > 0.5).sum())
         out[name] = {
             "reward_accuracy": correct / len(pool[name]),
             "success_recall": found / max(positives, 1),
