@@ -14,12 +14,14 @@ from lerobot.policies.factory import make_pre_post_processors
 from conftest import tiny_record_config
 from r2s2r.data.recorder import record
 from r2s2r.rollout.policy import (
+    ACTLatentAdapter,
     LeRobotPolicyAdapter,
     PolicyConfig,
     check_action,
     load_policy,
     to_policy_batch,
 )
+from r2s2r.rollout.search import fork_policy
 
 
 @pytest.fixture(scope="module")
@@ -130,3 +132,63 @@ def test_policy_batch_and_action_checks():
     assert check_action(torch.zeros(2, 14), 2, 14, "p").dtype == np.float32
     with pytest.raises(ValueError, match=r"episode\(s\) \[11\]"):
         check_action(np.array([[0.0] * 14, [np.inf] * 14]), 2, 14, "p", episodes=[10, 11])
+
+
+@pytest.fixture(scope="module")
+def vae_act_dir(recorded, tmp_path_factory):
+    """A tiny, untrained state-only ACT trained as a CVAE (use_vae), as benchmarks/zoo_act.py trains."""
+    stats = LeRobotDatasetMetadata("local/test", root=recorded[0].root).stats
+    cfg = ACTConfig(
+        input_features={
+            "observation.state": PolicyFeature(FeatureType.STATE, (14,)),
+            "observation.environment_state": PolicyFeature(FeatureType.ENV, (7,)),
+        },
+        output_features={"action": PolicyFeature(FeatureType.ACTION, (14,))},
+        dim_model=32, n_heads=2, dim_feedforward=64, n_encoder_layers=1, n_decoder_layers=1,
+        n_vae_encoder_layers=1, latent_dim=8, chunk_size=6, n_action_steps=6, use_vae=True, device="cpu",
+    )  # fmt: skip
+    torch.manual_seed(1)
+    policy = ACTPolicy(cfg)
+    pre, post = make_pre_post_processors(cfg, dataset_stats=stats)
+    path = tmp_path_factory.mktemp("policies") / "vae_act"
+    policy.save_pretrained(path)
+    pre.save_pretrained(path)
+    post.save_pretrained(path)
+    return path
+
+
+def test_cvae_act_draws_its_alternative_plans_from_the_latent_prior(vae_act_dir, act_dir, recorded):
+    """ACT with a CVAE loads as ACTLatentAdapter: deterministic (zero latent) until reseeded; a reseeded copy
+    re-plans at once from a latent drawn with the seed's generator, its first action dropped."""
+    assert type(load_policy(PolicyConfig(path=str(act_dir)))) is LeRobotPolicyAdapter  # use_vae=False
+    policy = load_policy(PolicyConfig(path=str(vae_act_dir)))
+    assert isinstance(policy, ACTLatentAdapter)
+    item = LeRobotDataset("local/test", root=recorded[0].root).hf_dataset.with_format("torch")[10]
+    batch = {k: item[k][None].repeat(2, 1) for k in ("observation.state", "observation.environment_state")}
+    raw = ACTPolicy.from_pretrained(vae_act_dir)
+    pre, post = make_pre_post_processors(raw.config, pretrained_path=str(vae_act_dir))
+
+    def chunk(latent):  # (B,6,14) unnormalized chunk from a given latent, by LeRobot's own model
+        hook = raw.model.encoder_latent_input_proj.register_forward_pre_hook(lambda m, a: (latent,))
+        try:
+            return torch.stack([post(a) for a in raw.predict_action_chunk(pre(batch)).unbind(1)], dim=1)
+        finally:
+            hook.remove()
+
+    policy.reset()
+    first = policy.select_action(batch)
+    torch.testing.assert_close(first, chunk(torch.zeros(2, 8))[:, 0])  # the prior's mean: LeRobot's ACT
+    fork, again = fork_policy(policy), fork_policy(policy)
+    fork.reseed(7)
+    again.reseed(7)
+    draw = torch.randn(2, 8, generator=torch.Generator().manual_seed(7))
+    expected = chunk(draw)
+    got = [fork.select_action(batch) for _ in range(3)]
+    for step, action in enumerate(got, start=1):  # the re-planned chunk from its second action on
+        torch.testing.assert_close(action, expected[:, step])
+    assert torch.equal(again.select_action(batch), got[0])  # same seed, same plan
+    other = fork_policy(policy)
+    other.reseed(8)
+    assert not torch.allclose(other.select_action(batch), got[0])
+    # The policy it was forked from goes on with its zero-latent chunk.
+    torch.testing.assert_close(policy.select_action(batch), chunk(torch.zeros(2, 8))[:, 1])

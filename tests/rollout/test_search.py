@@ -13,7 +13,7 @@ from r2s2r.robots.aloha import AlohaWorld, WorldConfig
 from r2s2r.robots.demonstrators import make_demonstrator
 from r2s2r.robots.spec import robot_spec
 from r2s2r.rollout.policy import PolicyConfig, load_policy, to_policy_batch
-from r2s2r.rollout.search import SearchConfig, SearchPolicy, fork_policy
+from r2s2r.rollout.search import SearchConfig, SearchPolicy, fork_policy, make_perturbed_policy
 from r2s2r.rollout.value import BaseValue
 
 POSES = np.array([[0.05, 0.45, 0.05, 1, 0, 0, 0], [0.15, 0.55, 0.05, 1, 0, 0, 0]])
@@ -273,3 +273,44 @@ def test_a_base_value_adds_the_odds_from_where_each_candidate_ends(model, world,
     assert not torch.allclose(later, odds)  # and the time left is part of what the value reads
     with pytest.raises(FileNotFoundError, match="r2s2r-fit-value"):
         SearchPolicy(make_demonstrator(), model, SearchConfig(value=str(tmp_path / "none")))
+
+
+def test_perturbed_policy_holds_seeded_offsets_of_the_set_spread_within_the_ranges():
+    """The search's blind proposals: an offset per env drawn every `every` steps and held between draws,
+    std `arm_noise` on arm joints and `gripper_noise` on grippers, the same for a seed and first observation
+    whatever the batch, clipped into range."""
+    spec = robot_spec("aloha")
+    lower, upper = torch.tensor(spec.position_lower), torch.tensor(spec.position_upper)
+    state = (lower + upper)[None].repeat(2000, 1) / 2  # mid-range: no clipping for small offsets
+    state[:, 0] += torch.arange(2000) * 1e-5  # envs that start apart draw apart
+    reach = {"path": "helpers.policies:make_reach", "kwargs": {"target": 0.3, "steps": 4}}
+
+    def offsets(seed, steps=8, **kw):
+        base, policy = load_policy(PolicyConfig(**reach)), make_perturbed_policy(base=reach, seed=seed, **kw)
+        base.reset(), policy.reset()
+        obs = {"observation.state": state}
+        return torch.stack([policy.select_action(obs) - base.select_action(obs) for _ in range(steps)])
+
+    a = offsets(0, every=3, arm_noise=0.02, gripper_noise=0.05)  # (8,B,14)
+    assert torch.equal(a, offsets(0, every=3, arm_noise=0.02, gripper_noise=0.05))
+    assert not torch.allclose(a, offsets(1, every=3, arm_noise=0.02, gripper_noise=0.05))
+    for start in (0, 3, 6):  # held within each block of 3 steps, new at each block
+        block = a[start : start + 3]
+        assert torch.allclose(block, block[:1].expand_as(block), atol=1e-6)
+    assert (a[3] - a[0]).abs().min() > 0 and (a[6] - a[3]).abs().min() > 0
+    grippers = list(spec.gripper_indices)
+    arms = [i for i in range(14) if i not in grippers]
+    assert abs(a[0][:, arms].std().item() / 0.02 - 1) < 0.05
+    assert abs(a[0][:, grippers].std().item() / 0.05 - 1) < 0.05
+    assert torch.equal(offsets(0, arm_noise=0.0, gripper_noise=0.0), torch.zeros(8, 2000, 14))
+    # An env's offsets do not depend on its batch: env 7 alone draws what it drew among 2000.
+    alone = make_perturbed_policy(base=reach, seed=0, every=3, arm_noise=0.02, gripper_noise=0.05)
+    base = load_policy(PolicyConfig(**reach))
+    alone.reset(), base.reset()
+    one = {"observation.state": state[7:8]}
+    torch.testing.assert_close(alone.select_action(one) - base.select_action(one), a[0, 7:8])
+    wild = make_perturbed_policy(base=reach, arm_noise=5.0, gripper_noise=5.0)
+    sent = wild.select_action({"observation.state": state})
+    assert (sent >= lower - 1e-6).all() and (sent <= upper + 1e-6).all() and (sent == upper).any()
+    with pytest.raises(ValueError, match="must be >= 0 and every=0 >= 1"):
+        make_perturbed_policy(base=reach, every=0)

@@ -85,8 +85,7 @@ class LeRobotPolicyAdapter:
         self.preprocessor.reset()
         self.postprocessor.reset()
 
-    @torch.no_grad()
-    def select_action(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def _inputs(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         wanted = set(self.config.input_features)
         inputs = {k: v for k, v in batch.items() if k in wanted}
         missing = wanted - set(inputs)
@@ -95,8 +94,66 @@ class LeRobotPolicyAdapter:
                 f"policy {self.name} needs {sorted(missing)} but the observation has {sorted(batch)}; "
                 "record or render those cameras/features."
             )
-        action = self.policy.select_action(self.preprocessor(inputs))
+        return inputs
+
+    @torch.no_grad()
+    def select_action(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        action = self.policy.select_action(self.preprocessor(self._inputs(batch)))
         return self.postprocessor(action)
+
+
+class ACTLatentAdapter(LeRobotPolicyAdapter):
+    """A LeRobot ACT trained as a CVAE (`use_vae`), whose plans can also be drawn from its latent prior.
+
+    ACT acts with the latent at the prior's mean (zero), so it is deterministic. `reseed(seed)` makes this
+    copy draw the latent of each new chunk from the prior, N(0, `latent_scale`^2 I), with a generator seeded
+    by `seed`, and re-plan at once: the rest of the chunk under way is dropped, and so is the new chunk's
+    first action, which is meant for the step the policy just took. Those are ACT's own alternative plans
+    (the CVAE's other modes of the demonstrations) for the action search; until `reseed` is called it
+    acts exactly as `LeRobotPolicyAdapter`.
+    """
+
+    def __init__(self, path: str | Path, device: str = "cpu", latent_scale: float = 1.0):
+        super().__init__(path, device)
+        self.latent_scale = latent_scale
+        self.generator: torch.Generator | None = None
+        self._skip_first = False
+
+    def reseed(self, seed: int) -> None:
+        self.generator = torch.Generator().manual_seed(int(seed))
+        if hasattr(self.policy, "_action_queue"):
+            self.policy._action_queue.clear()
+            self._skip_first = True
+
+    def _sampled_latent(self, module: torch.nn.Module, args: tuple) -> tuple:
+        """Forward pre-hook of ACT's latent projection: the zero latent -> a draw from the prior."""
+        zeros = args[0]
+        draw = torch.randn(zeros.shape, generator=self.generator, dtype=zeros.dtype)
+        return (draw.to(zeros.device) * self.latent_scale,)
+
+    @torch.no_grad()
+    def select_action(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.generator is None:
+            return super().select_action(batch)
+        inputs = self.preprocessor(self._inputs(batch))
+        hook = self.policy.model.encoder_latent_input_proj.register_forward_pre_hook(self._sampled_latent)
+        try:
+            action = self.policy.select_action(inputs)
+            if self._skip_first:
+                self._skip_first = False
+                action = self.policy.select_action(inputs)  # from the queue just filled
+        finally:
+            hook.remove()
+        return self.postprocessor(action)
+
+
+def is_latent_act(path: Path) -> bool:
+    """Whether the LeRobot directory `path` holds an ACT trained with its CVAE encoder (`use_vae`)."""
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return config.get("type") == "act" and bool(config.get("use_vae"))
 
 
 def _import_factory(path: str):
@@ -129,6 +186,8 @@ def load_policy(cfg: PolicyConfig) -> Policy:
             raise ValueError(
                 "policy.kwargs only applies to import-path factories, not to LeRobot directories."
             )
+        if is_latent_act(path):
+            return ACTLatentAdapter(path, device=cfg.device)
         return LeRobotPolicyAdapter(path, device=cfg.device)
     if not cfg.is_import_path:
         raise ValueError(

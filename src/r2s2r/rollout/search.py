@@ -415,6 +415,70 @@ class SearchPolicy:
         return env.float().cpu() if env is not None and self.model.config.env_state_dim else None
 
 
+class PerturbedPolicy:
+    """A base policy plus the search's offsets, drawn at random instead of chosen: its blind proposals.
+
+    Every `every` control steps each env draws a new Gaussian offset (std `arm_noise` rad on arm joint
+    targets, `gripper_noise` on the grippers), held until the next draw as the search's candidates hold
+    theirs over a model frame, and adds it to the base's action, clipped into the robot's ranges. Played in
+    the reference world with several seeds, it measures what the search has to choose from around a policy
+    (`benchmarks/search_headroom.py`): how far the blind proposals fall below the base, and how often some
+    seed succeeds where the base fails. An env's offsets are a function of `seed` and its first observation
+    (proprio and object pose) only, so an episode gets the same ones in whatever batch or process it plays;
+    with zero noise it is the base policy.
+    """
+
+    def __init__(
+        self, base: Policy, robot: str = "aloha", arm_noise: float = 0.02, gripper_noise: float = 0.05,
+        every: int = 10, seed: int = 0,
+    ):  # fmt: skip
+        if arm_noise < 0 or gripper_noise < 0 or every < 1:
+            raise ValueError(
+                f"arm_noise={arm_noise} and gripper_noise={gripper_noise} must be >= 0 and "
+                f"every={every} >= 1."
+            )
+        spec = robot_spec(robot)
+        self.base, self.every, self.seed = base, every, seed
+        self.lower = torch.tensor(spec.position_lower, dtype=torch.float32)
+        self.upper = torch.tensor(spec.position_upper, dtype=torch.float32)
+        self.noise = torch.full((len(spec.position_lower),), float(arm_noise))
+        self.noise[list(spec.gripper_indices)] = gripper_noise
+        self.name = f"perturbed({arm_noise},{gripper_noise}):{getattr(base, 'name', type(base).__name__)}"
+        self.reset()
+
+    def reset(self) -> None:
+        self.base.reset()
+        self.step, self.offset, self.gens = 0, None, None
+
+    def _generators(self, batch: dict[str, torch.Tensor]) -> list[torch.Generator]:
+        """One generator per env, seeded by (seed, the bytes of its first proprio and object pose)."""
+        keys = [k for k in ("observation.state", "observation.environment_state") if k in batch]
+        first = torch.cat([batch[k].detach().float().cpu() for k in keys], dim=1).numpy()  # (B,S)
+        return [
+            torch.Generator().manual_seed(
+                int(np.random.SeedSequence([self.seed, *row.view(np.uint32).tolist()]).generate_state(1)[0])
+            )
+            for row in first
+        ]
+
+    @torch.no_grad()
+    def select_action(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.gens is None:
+            self.gens = self._generators(batch)
+        action = torch.as_tensor(self.base.select_action(batch)).float().cpu()  # (B,A)
+        if self.step % self.every == 0:
+            draws = torch.stack([torch.randn(action.shape[1], generator=g) for g in self.gens])
+            self.offset = self.noise * draws
+        self.step += 1
+        return torch.minimum(torch.maximum(action + self.offset, self.lower), self.upper)
+
+
+def make_perturbed_policy(base: dict | None = None, **kwargs: Any) -> PerturbedPolicy:
+    """Import-path factory: `--policy.path=r2s2r.rollout.search:make_perturbed_policy --policy.kwargs=
+    '{"base": {"path": "outputs/bench/zoo/act/step_3000"}, "seed": 3}'`."""
+    return PerturbedPolicy(load_policy(PolicyConfig(**(base or {}))), **kwargs)
+
+
 def make_search_policy(
     base: dict | None = None, checkpoint: str = SearchConfig.checkpoint, **search: Any
 ) -> SearchPolicy:
