@@ -255,7 +255,7 @@ def test_a_base_value_adds_the_odds_from_where_each_candidate_ends(model, world,
     )
     plan = search._within_limits(state[:, None].expand(2, 10, 14).clone())
     offsets = 0.02 * torch.randn(3, 2, 10, 14, generator=torch.Generator().manual_seed(0))
-    score, refused = search._score(latent, state, env, plan, offsets)
+    score, refused = search._score(latent, state, env, plan + offsets, offsets)
     assert not refused.any()
     with torch.no_grad():  # the same by hand: roll the head over each candidate, read the value at its end
         z, flat = latent.repeat(3, 1), (plan + offsets).reshape(6, 10, 14)

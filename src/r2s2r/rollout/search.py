@@ -67,6 +67,8 @@ class SearchConfig:
     arm_noise: float = 0.02  # rad: initial std of the offsets on arm joint targets
     gripper_noise: float = 0.05  # initial std of the offsets on gripper commands (0 closed .. 1 open)
     recheck_top: int = 0  # best candidates re-imagined with the video model and judge; 0 = head only
+    followup: int = 0  # model frames the base plays on, closed-loop in the head, after the best candidates
+    followup_top: int = 4  # candidates (besides the base plan) re-scored with the follow-up
     sampling_steps: int = 1  # denoising steps per frame in the re-check
     progress_weight: float = 1.0  # score per predicted staged-reward level, summed over the horizon
     success_weight: float = 4.0  # score for predicted success (highest probability over the horizon)
@@ -93,6 +95,8 @@ class SearchConfig:
             "elite_frac": 0 < self.elite_frac <= 1,
             "policy_samples": self.policy_samples >= 0,
             "recheck_top": self.recheck_top >= 0,
+            "followup": self.followup >= 0,
+            "followup_top": self.followup_top >= 1,
             "time_budget": self.time_budget >= 0,
             "min_gain": self.min_gain >= 0,
         }
@@ -199,7 +203,8 @@ class SearchPolicy:
         latent = self.model.state_head.encode(frames, self.model.norm("state", state), norm_env)
         # The base's plans as the robot would execute them: commands past a joint or gripper range are
         # clipped into it (MuJoCo's ctrlrange would clamp them too); `clipped` counts the plans that were.
-        plans = [self._imagine_plan(latent, batch, fork_policy(self.base), first)]  # (B,P,A) each
+        planner = fork_policy(self.base)  # after the plan it stands where the base will: followup starts here
+        plans = [self._imagine_plan(latent, batch, planner, first)]  # (B,P,A) each
         warm = cfg.warm_start and self.offsets is not None  # the last correction, if any, takes a place
         for _ in range(min(cfg.policy_samples, cfg.num_candidates - 1 - warm)):  # the base's own alternatives
             fork = fork_policy(self.base)
@@ -233,7 +238,7 @@ class SearchPolicy:
             # Perturbed plans are kept within the joint and gripper ranges too.
             perturbed = self._within_limits(plan + noise.repeat_interleave(self.stride, dim=2)) - plan
             candidates = torch.cat([fixed, perturbed])  # (N,B,P,A)
-            score, _ = self._score(latent, state, env, plan, candidates)  # (a guard: nothing is refused now)
+            score, _ = self._score(latent, state, env, plan + candidates, candidates)  # (nothing refused now)
             pool.append(candidates)
             pool_scores.append(score)
             spent = cfg.time_budget and time.perf_counter() - start > cfg.time_budget
@@ -247,6 +252,8 @@ class SearchPolicy:
         scores, candidates = torch.cat(pool_scores), torch.cat(pool)  # (R*N,B), (R*N,B,P,A)
         order = scores.argsort(dim=0, descending=True, stable=True)  # on ties the earlier: the base first
         extra = {}
+        if cfg.followup:
+            order = self._follow_up(latent, batch, state, env, plan, candidates, order, planner)
         if cfg.recheck_top > 1:
             k = min(cfg.recheck_top, len(candidates))
             top = candidates[order[:k], torch.arange(B)]  # (k,B,P,A)
@@ -272,6 +279,49 @@ class SearchPolicy:
             )
         )
         return best
+
+    def _follow_up(self, latent, batch, state, env, plan, candidates, order, planner) -> torch.Tensor:
+        """The order (1,B) after re-scoring the base plan and the best `followup_top` candidates with the base
+        policy playing on after each, closed-loop in the state head, for `followup` more frames.
+
+        Within the horizon a candidate is scored as if the base would carry on as planned; but the base
+        reacts to where the candidate leaves the robot, and a policy that never saw its own drift (ACT,
+        behaviour-cloned) reacts badly: played blind, the search's offsets halve ACT's success
+        (benchmarks/search_headroom.py). Here each finalist's score includes what the base does next.
+        """
+        B, k = plan.shape[0], min(self.cfg.followup_top, len(candidates) - 1)
+        best = order[: k + 1]  # (k+1,B): per env the best k other than the base plan (index 0), in order
+        others = best.gather(0, torch.argsort((best == 0).int(), dim=0, stable=True)[:k])
+        finalists = torch.cat([torch.zeros(1, B, dtype=torch.long), others])  # (k+1,B), the base plan first
+        offsets = candidates[finalists, torch.arange(B)]  # (k+1,B,P,A)
+        chunks = torch.stack(
+            [
+                torch.cat([plan + o, self._base_after(latent, batch, planner, plan + o)], dim=1)
+                for o in offsets
+            ]
+        )  # fmt: skip  (k+1,B,P+F,A)
+        followed, _ = self._score(latent, state, env, chunks, offsets)  # (k+1,B)
+        pick = followed.argmax(0)  # ties: the base plan
+        return finalists.gather(0, pick[None])
+
+    def _base_after(self, latent, batch, planner: Policy, chunk: torch.Tensor) -> torch.Tensor:
+        """(B,F,A) the actions a copy of `planner` (the base, as it stands after the plan) takes for
+        `followup` frames once `chunk` (B,P,A) has been played, imagined closed-loop with the state head."""
+        model, fork, z = self.model, fork_policy(planner), latent
+        obs = {k: v for k, v in self._initial(batch).items() if not k.startswith("observation.images.")}
+        for frame in chunk.split(self.stride, dim=1):
+            z = model.state_head.step(z, model.norm_chunks(frame.to(self.cfg.device)))
+        actions = []
+        for f in range(self.cfg.followup):
+            decoded = model.state_head.decode(z)
+            obs["observation.state"] = model.unnorm("state", decoded["state"].mean(1)).cpu()
+            if "observation.environment_state" in obs:
+                obs["observation.environment_state"] = model.unnorm("env", decoded["env_state"].mean(1)).cpu()
+            frame = [torch.as_tensor(fork.select_action(obs)).float().cpu() for _ in range(self.stride)]
+            actions.append(torch.stack(frame, dim=1))
+            if f < self.cfg.followup - 1:
+                z = model.state_head.step(z, model.norm_chunks(actions[-1].to(self.cfg.device)))
+        return torch.cat(actions, dim=1)
 
     def _shifted(self, offsets: torch.Tensor) -> torch.Tensor:
         """Offsets (B,P,A) of the last decision moved on by the `every` steps since, the last step held."""
@@ -320,29 +370,33 @@ class SearchPolicy:
         )
 
     @torch.no_grad()
-    def _score(self, latent, state, env, plan, offsets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Scores (N,B) of candidates plan (B,P,A) + offsets (N,B,P,A), and which were refused (N,B).
+    def _score(self, latent, state, env, chunks, offsets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores (N,B) of candidates `chunks` (N,B,T,A), and which were refused (N,B).
+
+        `offsets` (N,B,P,A) are the candidates' offsets from the base plan (the trust region's distance);
+        T >= P control steps are imagined (T > P: the base's follow-up after the candidate, `followup`).
 
         Predicted progress and success are scored per ensemble member and combined pessimistically
         (mean - `pessimism` x std over members): a candidate must look good to every member, not only to
         the one whose error it happens to exploit.
         """
         cfg, model = self.cfg, self.model
-        N, B, P, A = offsets.shape
-        flat = (plan + offsets).reshape(N * B, P, A)
+        N, B, T, A = chunks.shape
+        frames = T // self.stride
+        flat = chunks.reshape(N * B, T, A)
         refused = torch.from_numpy(self.checker.commands(flat.numpy()).any(axis=(1, 2))).reshape(N, B)
         z = latent.repeat(N, 1)  # (N*B,L): candidate-major, env-minor, as `flat`
         states = [state.cpu().repeat(N, 1)]
         envs = [env.repeat(N, 1)] if env is not None else None
         M = model.config.ensemble
         progress, success, uncertainty = torch.zeros(N * B, M), torch.zeros(N * B, M), torch.zeros(N * B)
-        for h in range(cfg.horizon):
+        for h in range(frames):
             chunk = flat[:, h * self.stride : (h + 1) * self.stride].to(cfg.device)
             z = model.state_head.step(z, model.norm_chunks(chunk))  # (N*B,M,L)
             decoded = model.state_head.decode(z)
             progress += (decoded["reward_logits"].softmax(-1) @ self.levels).cpu()  # (N*B,M)
             success = torch.maximum(success, decoded["success_logit"].sigmoid().cpu())
-            uncertainty += model.state_head.disagreement(decoded).cpu() / cfg.horizon
+            uncertainty += model.state_head.disagreement(decoded).cpu() / frames
             states.append(model.unnorm("state", decoded["state"].mean(1)).cpu())
             if envs is not None:
                 envs.append(model.unnorm("env", decoded["env_state"].mean(1)).cpu())
@@ -354,7 +408,7 @@ class SearchPolicy:
         if self.value is not None:  # where each member leaves the robot, judged by the base's odds from there
             at = model.unnorm("state", decoded["state"]).flatten(0, 1).cpu()  # (N*B*M,S)
             env_at = model.unnorm("env", decoded["env_state"]).flatten(0, 1).cpu()
-            step = torch.full((len(at),), self.step + self.plan_steps)
+            step = torch.full((len(at),), self.step + T)
             odds = self.value(at, env_at, step)  # (V,N*B*M) per value member
             # where the value's members disagree (states unlike the base's episodes) its odds are discounted
             odds = odds.mean(0) - cfg.pessimism * odds.std(0, unbiased=False)
