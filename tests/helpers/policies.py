@@ -83,3 +83,17 @@ class Interrupted(Reach):
 
 def make_interrupted(**kwargs) -> Interrupted:
     return Interrupted(**kwargs)
+
+
+class Hold:
+    """Commands the joints to stay where the observation says they are: reacts to every observation."""
+
+    def reset(self) -> None:
+        pass
+
+    def select_action(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return batch["observation.state"].clone()
+
+
+def make_hold() -> Hold:
+    return Hold()

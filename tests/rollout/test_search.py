@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -314,3 +316,54 @@ def test_perturbed_policy_holds_seeded_offsets_of_the_set_spread_within_the_rang
     assert (sent >= lower - 1e-6).all() and (sent <= upper + 1e-6).all() and (sent == upper).any()
     with pytest.raises(ValueError, match="must be >= 0 and every=0 >= 1"):
         make_perturbed_policy(base=reach, every=0)
+
+
+def test_follow_up_plays_the_base_on_closed_loop_and_rescores_the_finalists(recorded, world):
+    """With `followup`, the base plan and the best `followup_top` candidates are scored again with the base
+    reacting, in the head, to where each leaves the robot; the base plan is always a finalist."""
+    torch.manual_seed(0)  # arms at their commanded targets: the untrained head's imagined joints move
+    model = WorldModel(dataclasses.replace(WorldModelConfig.tiny(), head_arm_targets=True))
+    model.set_stats(ClipDataset(ClipConfig(root=recorded[0].root, cameras=("top", "left_wrist"))).stats)
+    model.eval()
+    cfg = SearchConfig(num_candidates=8, horizon=2, iterations=0, followup=2, followup_top=3, arm_noise=0.05)
+    search = SearchPolicy(load_policy(PolicyConfig(path="helpers.policies:make_hold")), model, cfg)
+    batch = to_policy_batch(world.reset(POSES))
+    state, env = search._state(batch), search._env(batch)
+    frames = search._frames(batch)
+    latent = model.state_head.encode(frames, model.norm("state", state), model.norm("env", env))
+    first = search.base.select_action(batch)
+    planner = fork_policy(search.base)
+    plan = search._imagine_plan(latent, batch, planner, first)  # (2,10,14)
+    offsets = 0.05 * torch.randn(8, 2, 10, 14, generator=torch.Generator().manual_seed(1))
+    offsets[0] = 0  # the base plan
+    scores, _ = search._score(latent, state, env, plan + offsets, offsets)
+    order = scores.argsort(dim=0, descending=True, stable=True)
+
+    after = [search._base_after(latent, batch, planner, plan + o) for o in offsets]  # (2,10,14) each
+    assert after[0].shape == (2, 10, 14)
+    assert not torch.allclose(after[1], after[2])  # the base reacts to where each candidate left it
+    with torch.no_grad():  # the follow-up by hand: a copy of the planner acting on the head's decoded state
+        fork, z = fork_policy(planner), latent
+        for h in range(2):
+            z = model.state_head.step(z, model.norm_chunks((plan + offsets[1])[:, 5 * h : 5 * (h + 1)]))
+        decoded = model.state_head.decode(z)
+        obs = {
+            "observation.state": model.unnorm("state", decoded["state"].mean(1)),
+            "observation.environment_state": model.unnorm("env", decoded["env_state"].mean(1)),
+        }
+        torch.testing.assert_close(after[1][:, 0], fork.select_action(obs).float())
+
+    chosen = search._follow_up(latent, batch, state, env, plan, offsets, order, planner)[0]  # (B,)
+    for b in range(2):
+        finalists = [0] + [int(i) for i in order[:4, b] if i != 0][:3]
+        rescored = [
+            search._score(
+                latent[b : b + 1],
+                state[b : b + 1],
+                env[b : b + 1],
+                torch.cat([plan + offsets[i], after[i]], dim=1)[None, b : b + 1],
+                offsets[i][None, b : b + 1],
+            )[0].item()  # fmt: skip
+            for i in finalists
+        ]
+        assert int(chosen[b]) == finalists[int(np.argmax(rescored))]

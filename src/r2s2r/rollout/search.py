@@ -280,6 +280,7 @@ class SearchPolicy:
         )
         return best
 
+    @torch.no_grad()
     def _follow_up(self, latent, batch, state, env, plan, candidates, order, planner) -> torch.Tensor:
         """The order (1,B) after re-scoring the base plan and the best `followup_top` candidates with the base
         policy playing on after each, closed-loop in the state head, for `followup` more frames.
@@ -304,6 +305,7 @@ class SearchPolicy:
         pick = followed.argmax(0)  # ties: the base plan
         return finalists.gather(0, pick[None])
 
+    @torch.no_grad()
     def _base_after(self, latent, batch, planner: Policy, chunk: torch.Tensor) -> torch.Tensor:
         """(B,F,A) the actions a copy of `planner` (the base, as it stands after the plan) takes for
         `followup` frames once `chunk` (B,P,A) has been played, imagined closed-loop with the state head."""
