@@ -89,6 +89,14 @@ def main() -> None:
         "--value_weight", type=float, default=SearchConfig.value_weight,
         help="score for the base value's odds of success at a candidate's end",
     )  # fmt: skip
+    parser.add_argument(
+        "--followup", type=int, default=SearchConfig.followup,
+        help="model frames the base plays on, closed-loop in the head, after the best candidates (0: none)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--followup_top", type=int, default=SearchConfig.followup_top,
+        help="candidates besides the base plan re-scored with the follow-up",
+    )  # fmt: skip
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1, help="initial poses (seed 0 is the rank logs')")
     parser.add_argument("--output_dir", default="outputs/bench/search_v3")
@@ -103,7 +111,8 @@ def main() -> None:
         checkpoint=args.checkpoint, horizon=args.horizon, deviation_weight=args.deviation_weight,
         uncertainty_weight=args.uncertainty_weight, pessimism=args.pessimism,
         arm_noise=args.arm_noise, gripper_noise=args.gripper_noise, warm_start=args.warm_start,
-        min_gain=args.min_gain, value_weight=args.value_weight,
+        min_gain=args.min_gain, value_weight=args.value_weight, followup=args.followup,
+        followup_top=args.followup_top,
     )  # fmt: skip
     values = dict(v.split("=", 1) for v in args.value)
     if unknown := sorted(set(values) - set(args.bases)):

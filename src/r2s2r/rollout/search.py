@@ -4,14 +4,15 @@
 wherever one does: the recorder, the imagined evaluation, `r2s2r-search`. Every `replan_every` control steps
 it decides, for each env of the batch:
 
-1. **propose**: the base policy's own plan for the next `horizon` model frames, imagined closed-loop with the
-   state-dynamics head (a copy of the policy acts on imagined observations, so the real one is untouched);
-   re-seeded copies of the base add its own alternative plans when it has a `reseed(seed)` method (the
-   scripted demonstrators do); Gaussian offsets on the plan's joint targets (constant over each model
-   frame) fill the rest, up to `num_candidates`, and CEM refits their mean and spread to the best ones over
-   `iterations` rounds; with `warm_start` the last decision's offsets, moved on to now, are a candidate too
-   and the first CEM round is centred on them, so a correction the search found (a grasp 1 cm further
-   left) can persist over decisions instead of starting from zero each time (as MPC warm starts do);
+1. **propose**: the base policy's own plan for the next `horizon` model frames, imagined closed-loop with
+   the state-dynamics head (a copy of the policy acts on imagined observations, so the real one is
+   untouched); re-seeded copies of the base add its own alternative plans when it has a `reseed(seed)`
+   method (the scripted demonstrators do, and ACT trained as a CVAE, drawing its latent from the prior);
+   Gaussian offsets on the plan's joint targets (constant over each model frame) fill the rest, up to
+   `num_candidates`, and CEM refits their mean and spread to the best ones over `iterations` rounds; with
+   `warm_start` the last decision's offsets, moved on to now, are a candidate too and the first CEM round is
+   centred on them, so a correction the search found (a grasp 1 cm further left) can persist over decisions
+   instead of starting from zero each time (as MPC warm starts do);
 2. **simulate** every candidate with the state-dynamics head in one batch, never decoding pixels;
 3. **evaluate**: score = predicted progress (staged reward) + success, taken per ensemble member and
    combined pessimistically (mean - `pessimism` x std), + with a base `value` the odds of eventual success
@@ -19,7 +20,10 @@ it decides, for each env of the batch:
    (ensemble disagreement) - physics violations of the predicted trajectory (`robots/checker.py`) - a
    trust-region charge on the distance from the base plan; a candidate whose commands leave the robot's
    joint or gripper range is never chosen; the best `recheck_top` are imagined again with the video model,
-   read by the judge and checked, and re-ranked on that; with `min_gain` a decision changes course (leaves
+   read by the judge and checked, and re-ranked on that; with `followup` the base plan and the best
+   `followup_top` are scored again over `followup` more frames in which a copy of the base plays on from
+   where each leaves the robot, closed-loop in the head (the base reacts to a candidate's drift, and a
+   behaviour-cloned policy reacts badly); with `min_gain` a decision changes course (leaves
    the base plan, or the correction under way that the warm start carries on) only for a candidate whose
    score beats the course's by more than that margin. The pessimism and the trust region are there because
    a search is an optimiser against the model: with plain mean scores, the more candidates it tried, the
