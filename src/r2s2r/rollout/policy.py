@@ -109,8 +109,9 @@ class ACTLatentAdapter(LeRobotPolicyAdapter):
     copy draw the latent of each new chunk from the prior, N(0, `latent_scale`^2 I), with a generator seeded
     by `seed`, and re-plan at once: the rest of the chunk under way is dropped, and so is the new chunk's
     first action, which is meant for the step the policy just took. Those are ACT's own alternative plans
-    (the CVAE's other modes of the demonstrations) for the action search; until `reseed` is called it
-    acts exactly as `LeRobotPolicyAdapter`.
+    for the action search; how much they differ depends on how much the CVAE put into its latent (little
+    in the zoo's ACT: benchmarks/act_latent.py). Until `reseed` is called it acts exactly as
+    `LeRobotPolicyAdapter`.
     """
 
     def __init__(self, path: str | Path, device: str = "cpu", latent_scale: float = 1.0):
