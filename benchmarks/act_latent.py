@@ -34,7 +34,7 @@ from lerobot.policies.act.modeling_act import ACTTemporalEnsembler  # noqa: E402
 
 from r2s2r.data.recorder import RecordConfig, evaluate  # noqa: E402
 from r2s2r.robots.aloha import WorldConfig  # noqa: E402
-from r2s2r.rollout.policy import ACTLatentAdapter, PolicyConfig  # noqa: E402
+from r2s2r.policies.policy import ACTLatentAdapter, PolicyConfig  # noqa: E402
 
 
 class DrawnLatents(ACTLatentAdapter):

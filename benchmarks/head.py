@@ -57,7 +57,7 @@ from r2s2r.data.recorder import RecordConfig, record  # noqa: E402
 from r2s2r.eval.rank import RankConfig, rank  # noqa: E402
 from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
 from r2s2r.robots.aloha import WorldConfig  # noqa: E402
-from r2s2r.rollout.policy import PolicyConfig  # noqa: E402
+from r2s2r.policies.policy import PolicyConfig  # noqa: E402
 from r2s2r.training.head import (  # noqa: E402
     HeadConfig,
     RefineConfig,

@@ -32,7 +32,7 @@ from r2s2r.data.reader import ClipConfig, ClipDataset  # noqa: E402
 from r2s2r.data.recorder import RecordConfig, evaluate, record  # noqa: E402
 from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 from r2s2r.robots.demonstrators import PRESETS  # noqa: E402
-from r2s2r.rollout.policy import PolicyConfig  # noqa: E402
+from r2s2r.policies.policy import PolicyConfig  # noqa: E402
 
 DEMONSTRATOR = "r2s2r.robots.demonstrators:make_demonstrator"
 

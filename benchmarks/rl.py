@@ -52,7 +52,7 @@ from r2s2r.rl.train import (  # noqa: E402
     reference_eval,
     train_rl,
 )
-from r2s2r.rollout.policy import PolicyConfig  # noqa: E402
+from r2s2r.policies.policy import PolicyConfig  # noqa: E402
 from r2s2r.training.head import HeadConfig, RefineConfig, refine_checkpoint  # noqa: E402
 
 

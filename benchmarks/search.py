@@ -33,7 +33,7 @@ from common import machine_info, print_table, write_json  # noqa: E402
 
 # isort: split
 from r2s2r.eval.search import SearchEvalConfig, evaluate_search  # noqa: E402
-from r2s2r.rollout.policy import PolicyConfig  # noqa: E402
+from r2s2r.policies.policy import PolicyConfig  # noqa: E402
 from r2s2r.rollout.search import SearchConfig  # noqa: E402
 
 DEMONSTRATOR = "r2s2r.robots.demonstrators:make_demonstrator"

@@ -41,7 +41,7 @@ from search import BASES  # noqa: E402
 from r2s2r.data.commit import atomic_write_text  # noqa: E402
 from r2s2r.data.recorder import RecordConfig, evaluate  # noqa: E402
 from r2s2r.robots.aloha import WorldConfig  # noqa: E402
-from r2s2r.rollout.policy import PolicyConfig  # noqa: E402
+from r2s2r.policies.policy import PolicyConfig  # noqa: E402
 
 
 def successes(policy: PolicyConfig, args, cache: Path) -> np.ndarray:

@@ -1,0 +1,17 @@
+"""Held-out policy families for the transfer-cube task, written apart from r2s2r's own demonstrators.
+
+Each family is a scripted controller that generated none of the world model's training data, so that the
+world model can be judged on policies it has never seen. Each module has an import-path factory
+(`families.<name>:make_policy`, kwargs = that family's knobs) and a `FAMILY_SETTINGS` dict of named
+settings whose success rates in the reference world (`measure.py`, `measured.json`) spread from failure to
+success.
+
+| module          | how it acts                                                                 |
+|-----------------|-----------------------------------------------------------------------------|
+| `waypoint`      | Cartesian waypoints, top-down grasp, IK every step; reads the cube pose      |
+| `jointspace`    | joint keyframes solved once, minimum-jerk, angled grasp; reads the cube pose |
+| `camera`        | finds the cube in the top image only, then acts like `waypoint`              |
+
+`arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
+folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
+"""

@@ -1,0 +1,132 @@
+"""What the three held-out families share: gripper orientations, timing profiles, per-episode randomness.
+
+A family's policy plans each episode of a lockstep batch on its first observation and then plays the plan;
+`EpisodeBatch` below holds those per-episode plans so that a family only writes `plan(...)` for one
+episode. Randomness (joint noise, detection noise) comes from `episode_rng(seed, observation)`, a pure
+function of the policy's seed and what the episode showed first, so an episode plays the same whatever
+batch it runs in.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+# The right arm's base sits at x = +0.469, the left at x = -0.469, both at y = 0.5 (gym-aloha's MJCF).
+RIGHT_BASE = np.array([0.469, 0.5, 0.0])
+LEFT_BASE = np.array([-0.469, 0.5, 0.0])
+CUBE_HALF = 0.02  # the red cube is 4 cm wide
+GRIPPER_OPEN = 1.0  # normalized gripper commands (gym-aloha: 0 closed, 1 open)
+GRIPPER_CLOSED = 0.0
+
+
+def gripper_rot(heading: float, pitch: float, roll: float) -> np.ndarray:
+    """Gripper orientation (3,3) (columns: approach, closing, third axis) from three angles (rad).
+
+    The approach axis points along `heading` (angle from world +x in the table plane), tilted down by
+    `pitch` (pi/2: straight down). At `roll` = 0 the fingers close along the horizontal axis to the left
+    of the heading; `roll` turns them about the approach axis (right-handed).
+    """
+    a = np.array([np.cos(pitch) * np.cos(heading), np.cos(pitch) * np.sin(heading), -np.sin(pitch)])
+    c0 = np.array([-np.sin(heading), np.cos(heading), 0.0])
+    c = c0 * np.cos(roll) + np.cross(a, c0) * np.sin(roll)  # Rodrigues, c0 is orthogonal to a
+    return np.stack([a, c, np.cross(a, c)], axis=1)
+
+
+def wrap_pi(angle: float) -> float:
+    """`angle` in [-pi, pi)."""
+    return float((angle + np.pi) % (2 * np.pi) - np.pi)
+
+
+def wrap_half_pi(angle: float) -> float:
+    """`angle` modulo pi, in [-pi/2, pi/2): a finger axis is the same axis either way round."""
+    return float((angle + np.pi / 2) % np.pi - np.pi / 2)
+
+
+def cube_yaw(quat_wxyz: np.ndarray) -> float:
+    """Yaw (rad) of the cube's x face normal in the table plane, from its (w, x, y, z) quaternion."""
+    w, x, y, z = quat_wxyz
+    return float(np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
+
+
+def top_down_roll(heading: float, closing_yaw: float) -> float:
+    """Roll that makes a top-down gripper (pitch pi/2) at `heading` close along the axis `closing_yaw`."""
+    # At pitch pi/2 the approach is -z, so a roll turns the closing axis clockwise seen from above.
+    return wrap_half_pi(heading + np.pi / 2 - closing_yaw)
+
+
+def smoothstep(s: np.ndarray | float) -> np.ndarray | float:
+    """Cubic ease 3s^2 - 2s^3: zero velocity at both ends."""
+    s = np.clip(s, 0.0, 1.0)
+    return s * s * (3 - 2 * s)
+
+
+def minimum_jerk(s: np.ndarray | float) -> np.ndarray | float:
+    """Quintic 10s^3 - 15s^4 + 6s^5: zero velocity and acceleration at both ends (Flash & Hogan 1985)."""
+    s = np.clip(s, 0.0, 1.0)
+    return s**3 * (10 - 15 * s + 6 * s * s)
+
+
+def piecewise(times: list[float], values: list[np.ndarray], t: float, ease: Callable) -> np.ndarray:
+    """The value at time `t` of a path through `values` at `times` (ascending), eased on each segment."""
+    if t <= times[0]:
+        return np.asarray(values[0], dtype=float)
+    for k in range(1, len(times)):
+        if t < times[k]:
+            s = ease((t - times[k - 1]) / (times[k] - times[k - 1]))
+            return (1 - s) * np.asarray(values[k - 1], dtype=float) + s * np.asarray(values[k], dtype=float)
+    return np.asarray(values[-1], dtype=float)
+
+
+def episode_rng(seed: int, *observed: np.ndarray) -> np.random.Generator:
+    """A generator that depends only on the seed and the bytes of what the episode showed first."""
+    digest = 0
+    for array in observed:
+        digest = zlib.crc32(np.ascontiguousarray(array).tobytes(), digest)
+    return np.random.default_rng(np.random.SeedSequence([int(seed), digest]))
+
+
+def smooth_noise(rng: np.random.Generator, steps: int, dims: int, scale: float, tau: float) -> np.ndarray:
+    """(steps, dims) Ornstein-Uhlenbeck noise: stationary std `scale`, correlation time `tau` steps.
+
+    Servo tracking error and cable drag wander slowly; white noise at 50 Hz would only shake the arm.
+    """
+    out = np.zeros((steps, dims))
+    if scale <= 0:
+        return out
+    decay = np.exp(-1.0 / tau)
+    x = rng.normal(0.0, scale, dims)
+    for t in range(steps):
+        out[t] = x
+        x = decay * x + np.sqrt(1 - decay**2) * rng.normal(0.0, scale, dims)
+    return out
+
+
+class EpisodeBatch:
+    """Per-episode plans of a lockstep batch: built from the first observation, then stepped together.
+
+    `plan(b, batch)` returns an object with `action(t, batch, b) -> (14,)`; it is called once per episode
+    on the first `select_action` after `reset()`.
+    """
+
+    def __init__(self, plan: Callable):
+        self._plan = plan
+        self.plans: list | None = None
+        self.t = 0
+
+    def reset(self) -> None:
+        self.plans, self.t = None, 0
+
+    def select_action(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        state = batch["observation.state"]
+        B = state.shape[0]
+        numpy_batch = {k: v.detach().cpu().numpy() for k, v in batch.items() if isinstance(v, torch.Tensor)}
+        if self.plans is None or len(self.plans) != B:
+            self.plans = [self._plan(b, numpy_batch) for b in range(B)]
+            self.t = 0
+        actions = np.stack([plan.action(self.t, numpy_batch, b) for b, plan in enumerate(self.plans)])
+        self.t += 1
+        return torch.from_numpy(actions.astype(np.float32)).to(state.device)  # (B, 14)
