@@ -120,7 +120,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="minimum timing window per measurement")
     parser.add_argument("--compile", action="store_true", help="torch.compile the denoiser (GPU)")
     parser.add_argument("--peak_tflops", type=float, default=0.0, help="device bf16 peak, for the fraction")
-    parser.add_argument("--out", default="benchmarks/results/rollout_speed_cpu.json")
+    parser.add_argument("--out", default="benchmarks/results/rollout_speed.json")
     args = parser.parse_args()
     device = torch.device(args.device)
     torch.set_grad_enabled(False)

@@ -12,7 +12,7 @@
 #     steps), ~15 min, then head_arm_targets switched on in its config.json;
 #   - benchmarks/rank.py --state_only: logs of the 11 ranked checkpoints (new seeds), a second real run,
 #     and the ranking on the state-head path, ~20 min (the logs and the second run are kept for re-runs).
-# Usage: bash benchmarks/state_only.sh [NAME]   (results: benchmarks/results/rank_state_only.json)
+# Usage: bash benchmarks/state_only.sh [NAME]   (results: benchmarks/results/state_only.json)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 MUJOCO_GL=${MUJOCO_GL:-egl}
@@ -33,16 +33,16 @@ for s in 500 4000 5000 6500; do
   ACT="$ACT,$D/act_rollouts/step_$s"
 done
 # A still pose mode ("the cube stays exactly where it is") and imagined holds that hold (--holds: a cube in
-# mid-air in a closed hand stays there, moving rigidly with it): Spearman 0.96, MAE 9 on the zoo, where the
-# head without them ranked at 0.85-0.93, MAE 11-13 (README, "Ranking checkpoints").
+# mid-air in a closed hand stays there, moving rigidly with it); why: docs/benchmarks.md, "Ranking on the
+# state path".
 $PY -m r2s2r.scripts.refine_head --checkpoint=assets/world_model_small --cameras=false --still_mode=true \
   --holds=true --data="[$D/train,$D/train_more,$D/fumbling$ACT]" --heldout=$D/heldout \
   --output_dir=outputs/bench/blind/$NAME
 # The arms end each imagined frame at their commanded target (head_arm_targets, no weights): switched on
-# after refining, as a head trained with it drifted more (held-out object error 4.0 / 8.1 / 7.8 cm).
+# after refining, as a head trained with it drifts more in the open loop.
 $PY -c 'import dataclasses, sys; from r2s2r.model.configuration_world_model import WorldModelConfig as C
 dataclasses.replace(C.load(sys.argv[1]), head_arm_targets=True).save(sys.argv[1])' outputs/bench/blind/$NAME
 # Imagined results belong to one head: drop the last head's (the logs and the second real run are kept).
 rm -rf outputs/bench/rank_state/state_head
 $PY benchmarks/rank.py --state_only --world_model outputs/bench/blind/$NAME --samples 4 \
-  --output_dir outputs/bench/rank_state --out benchmarks/results/rank_state_only.json
+  --output_dir outputs/bench/rank_state --out benchmarks/results/state_only.json
