@@ -2,10 +2,10 @@
 judge (unless --judge) and object statistics.
 
 The committed demo model (`assets/world_model_small`) is a video model trained by `train_small.py` whose
-state head was replaced and refined afterwards (`r2s2r-refine-head`, `benchmarks/head.py`). A better video
-model trained on the same recordings can take the old one's place without refining the head again. Both
-must read the same views at the same size and frame rate, and normalize proprio and actions alike (the
-denoiser reads both): anything else is refused.
+state head was replaced and refined afterwards (`r2s2r-refine-head`, `benchmarks/studies/head.py`). A
+better video model trained on the same recordings can take the old one's place without refining the head
+again. Both must read the same views at the same size and frame rate, and normalize proprio and actions
+alike (the denoiser reads both): anything else is refused.
 
 Usage:
     python benchmarks/graft_denoiser.py --video outputs/bench/train_small/checkpoints/last/pretrained_model \\

@@ -38,8 +38,8 @@ from common import machine_info, print_table, write_json  # noqa: E402
 # isort: split
 from r2s2r.data.recorder import RecordConfig, evaluate, record  # noqa: E402
 from r2s2r.eval.rank import RankConfig, rank, ranking_metrics, success_rates  # noqa: E402
-from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 from r2s2r.policies.policy import PolicyConfig  # noqa: E402
+from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 
 DEMONSTRATOR = "r2s2r.robots.demonstrators:make_demonstrator"
 # The scripted family, from clean to clumsy (success over 20 mixed episodes, seed 11, in brackets):

@@ -30,9 +30,9 @@ from common import machine_info, print_table, write_json  # noqa: E402
 # isort: split
 from r2s2r.data.reader import ClipConfig, ClipDataset  # noqa: E402
 from r2s2r.data.recorder import RecordConfig, evaluate, record  # noqa: E402
+from r2s2r.policies.policy import PolicyConfig  # noqa: E402
 from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 from r2s2r.robots.demonstrators import PRESETS  # noqa: E402
-from r2s2r.policies.policy import PolicyConfig  # noqa: E402
 
 DEMONSTRATOR = "r2s2r.robots.demonstrators:make_demonstrator"
 

@@ -25,11 +25,11 @@ Each run resumes where it stopped (`r2s2r-rl` checkpoints every round).
 Usage:
     python benchmarks/rl.py                       # ~45 min on 2 CPU cores
     python benchmarks/rl.py --rounds_scratch 4 --rounds_finetune 2 --episodes 20   # a quick look
-    # the +32-point fine-tuning (README, "RL in imagination"), after benchmarks/state_only.sh all_label:
+    # the +32-point fine-tuning (docs/benchmarks.md, "RL in imagination"; benchmarks/results/rl.json),
+    # after benchmarks/state_only.sh all_label:
     python benchmarks/rl.py --world_model outputs/bench/blind/all_label --observation state \
         --settings finetune_sloppy --finetune_envs 128 --uncertainty_weight 0 --residual_weight 0.05 \
-        --rounds_finetune 10 --confirm_seed 1 --output_dir outputs/bench/rl_resid10 \
-        --out benchmarks/results/rl_blind_residual_10rounds.json
+        --rounds_finetune 10 --confirm_seed 1 --output_dir outputs/bench/rl_resid10
 """
 
 from __future__ import annotations
@@ -46,13 +46,13 @@ import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's G
 from common import machine_info, print_table, write_json  # noqa: E402
 
 # isort: split
+from r2s2r.policies.policy import PolicyConfig  # noqa: E402
 from r2s2r.rl.env import RewardConfig  # noqa: E402
 from r2s2r.rl.train import (  # noqa: E402
     RLConfig,
     reference_eval,
     train_rl,
 )
-from r2s2r.policies.policy import PolicyConfig  # noqa: E402
 from r2s2r.training.head import HeadConfig, RefineConfig, refine_checkpoint  # noqa: E402
 
 

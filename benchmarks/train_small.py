@@ -41,8 +41,8 @@ from r2s2r.data.recorder import RecordConfig, record  # noqa: E402
 from r2s2r.eval.openloop import OpenLoopConfig, evaluate_openloop  # noqa: E402
 from r2s2r.model.configuration_world_model import WorldModelConfig  # noqa: E402
 from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
-from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 from r2s2r.policies.policy import PolicyConfig  # noqa: E402
+from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 from r2s2r.training.head import start_env  # noqa: E402
 from r2s2r.training.train import TrainConfig, train  # noqa: E402
 

@@ -52,8 +52,8 @@ from lerobot.utils.train_utils import load_training_state, save_training_state  
 from safetensors.torch import load_model  # noqa: E402
 
 from r2s2r.data.recorder import RecordConfig, evaluate  # noqa: E402
-from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 from r2s2r.policies.policy import PolicyConfig  # noqa: E402
+from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 from r2s2r.scripts.cli import run  # noqa: E402
 
 INPUTS = ("observation.state", "observation.environment_state")

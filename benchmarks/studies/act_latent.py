@@ -11,8 +11,8 @@ This measures, for one ACT checkpoint:
 3. the same checkpoint with LeRobot's temporal ensembling (a chunk queried every step, overlapping chunks
    averaged with weights exp(-0.01 i), as in the ACT paper): a change of the policy, not a search.
 
-Writes benchmarks/results/act_latent.json. Usage:
-    python benchmarks/act_latent.py                      # step_3000 of benchmarks/zoo_act.py, ~10 min
+Writes benchmarks/results/archive/act_latent.json. Usage:
+    python benchmarks/studies/act_latent.py              # step_3000 of benchmarks/zoo_act.py, ~10 min
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's GL)
 from common import machine_info, print_table, write_json  # noqa: E402
 
@@ -33,8 +33,8 @@ from lerobot.datasets.lerobot_dataset import LeRobotDataset  # noqa: E402
 from lerobot.policies.act.modeling_act import ACTTemporalEnsembler  # noqa: E402
 
 from r2s2r.data.recorder import RecordConfig, evaluate  # noqa: E402
-from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 from r2s2r.policies.policy import ACTLatentAdapter, PolicyConfig  # noqa: E402
+from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 
 
 class DrawnLatents(ACTLatentAdapter):
@@ -91,7 +91,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=4, help="latent seeds played in the reference world")
     parser.add_argument("--episodes", type=int, default=60)
     parser.add_argument("--seed", type=int, default=2, help="initial poses: the search's tuning episodes")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "act_latent.json"))
+    parser.add_argument(
+        "--out", default=str(Path(__file__).resolve().parents[1] / "results" / "archive" / "act_latent.json")
+    )
     args = parser.parse_args()
     if not Path(args.checkpoint, "config.json").is_file():
         sys.exit(f"act_latent.py: error: no ACT checkpoint at {args.checkpoint}; run benchmarks/zoo_act.py.")

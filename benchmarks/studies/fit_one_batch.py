@@ -7,7 +7,7 @@ fit 8 clips quickly will not learn what actions do from thousands in an hour of 
 channel-stacked context (`stack_context`) was chosen.
 
 Usage:
-    python benchmarks/fit_one_batch.py --data outputs/bench/data/train       # ~3 min per variant on 2 cores
+    python benchmarks/studies/fit_one_batch.py --data outputs/bench/data/train   # ~3 min a variant, 2 cores
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import machine_info, write_json  # noqa: E402
 from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate  # noqa: E402
 from r2s2r.model.configuration_world_model import WorldModelConfig  # noqa: E402
@@ -85,7 +85,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--out", default="benchmarks/results/fit_one_batch.json")
+    parser.add_argument("--out", default="benchmarks/results/archive/fit_one_batch.json")
     args = parser.parse_args()
     payload = {"benchmark": "fit_one_batch", "machine": machine_info(), "args": vars(args), "variants": {}}
     for name in args.variants:

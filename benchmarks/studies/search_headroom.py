@@ -16,11 +16,12 @@ A policy that closes its own loop (the scripted demonstrators re-plan from what 
 offsets and leaves the search room to choose; a policy that plays 0.5 s chunks open-loop and never saw its
 own drift (ACT, behaviour-cloned) is spoiled by them, so most of what the search proposes is worse than
 what it would have done. Results per (base, noise, seed) are cached in `--output_dir`, so a killed run
-resumes. Writes benchmarks/results/search_headroom.json.
+resumes. Writes benchmarks/results/archive/search_headroom.json.
 
 Usage:
-    python benchmarks/search_headroom.py                      # 3 bases x 8 seeds x 60 episodes, ~30 min
-    python benchmarks/search_headroom.py --bases act_step_3000 --noise 0.02,0.05 0.005,0.0125 --seeds 4
+    python benchmarks/studies/search_headroom.py              # 3 bases x 8 seeds x 60 episodes, ~30 min
+    python benchmarks/studies/search_headroom.py --bases act_step_3000 --noise 0.02,0.05 0.005,0.0125 \
+        --seeds 4
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py and search.py
 import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's GL)
 from common import machine_info, print_table, write_json  # noqa: E402
 from search import BASES  # noqa: E402
@@ -40,8 +41,8 @@ from search import BASES  # noqa: E402
 # isort: split
 from r2s2r.data.commit import atomic_write_text  # noqa: E402
 from r2s2r.data.recorder import RecordConfig, evaluate  # noqa: E402
-from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 from r2s2r.policies.policy import PolicyConfig  # noqa: E402
+from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 
 
 def successes(policy: PolicyConfig, args, cache: Path) -> np.ndarray:
@@ -75,7 +76,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--num_envs", type=int, default=10)
     parser.add_argument("--output_dir", default="outputs/bench/search_headroom")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "search_headroom.json"))
+    parser.add_argument(
+        "--out",
+        default=str(Path(__file__).resolve().parents[1] / "results" / "archive" / "search_headroom.json"),
+    )
     args = parser.parse_args()
     noises = [tuple(float(x) for x in n.split(",")) for n in args.noise]
     if any(len(n) != 2 or min(n) < 0 for n in noises):

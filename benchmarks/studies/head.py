@@ -1,6 +1,6 @@
-"""Today's state-dynamics head vs the one the committed world model was trained with: open loop and ranking.
+"""Upgraded state-dynamics heads vs the one the world model was trained with: open loop and ranking.
 
-The state head is the fast path of ranking (`r2s2r-rank --render=false`), search and RL. This benchmark
+The state head is the fast path of ranking (`r2s2r-rank --render=false`), search and RL. This study
 upgrades the committed small world model's head (`upgrade_head`: it reads the observed object pose and
 carries proprio and pose explicitly; the `pose head` rows without, the `kinematic head` rows with
 `head_kinematics`, which relates the cube to each gripper's grasp frame and can carry it rigidly with
@@ -29,14 +29,14 @@ new heads:
      logged actions, predict the logged outcome? (outcome agreement per family, scripted and ACT).
 
 Usage:
-    python benchmarks/head.py          # about 35 minutes on 2 CPU cores (recording 64 episodes: 13)
-The figures in the README were made from the committed model as it was before its head was replaced by
-the `new head, own` model made here; to start from it again:
+    python benchmarks/studies/head.py  # about 35 minutes on 2 CPU cores (recording 64 episodes: 13)
+The figures in docs/benchmarks.md ("Studies") were made from the committed model as it was before its head
+was replaced by the `new head, own` model made here; to start from it again:
     mkdir -p outputs/bench/head/committed_before && for f in config.json model.safetensors; do
       git show 49770d8:assets/world_model_small/$f > outputs/bench/head/committed_before/$f; done
-    python benchmarks/head.py --checkpoint outputs/bench/head/committed_before
+    python benchmarks/studies/head.py --checkpoint outputs/bench/head/committed_before
 (the `2 pose modes` model of the last run was refined from benchmarks/train_small.py's checkpoint, the
-same weights in float32). From today's asset the head is today's already and is only refined further.
+same weights in float32). From the current asset the head is already upgraded and is only refined further.
 Every stage resumes: recordings continue, refined models and rankings already written are reused.
 """
 
@@ -48,7 +48,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's GL)
 from common import machine_info, print_table, write_json  # noqa: E402
 
@@ -56,8 +56,8 @@ from common import machine_info, print_table, write_json  # noqa: E402
 from r2s2r.data.recorder import RecordConfig, record  # noqa: E402
 from r2s2r.eval.rank import RankConfig, rank  # noqa: E402
 from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
-from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 from r2s2r.policies.policy import PolicyConfig  # noqa: E402
+from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 from r2s2r.training.head import (  # noqa: E402
     HeadConfig,
     RefineConfig,
@@ -245,7 +245,7 @@ def main() -> None:
     title = "success (%): real vs imagined on the state-head path"
     print_table(title, ["policy", "real", *names], policy_rows)
     write_json(
-        Path(__file__).parent / "results" / "head.json",
+        Path(__file__).resolve().parents[1] / "results" / "archive" / "head.json",
         {
             "machine": machine_info(),
             "settings": vars(args),
