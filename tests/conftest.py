@@ -14,8 +14,8 @@ import r2s2r.robots.aloha  # noqa: E402, F401  (loads torch + triton before MuJo
 import pytest  # noqa: E402
 
 from r2s2r.data.recorder import RecordConfig, record  # noqa: E402
+from r2s2r.policies.policy import PolicyConfig  # noqa: E402
 from r2s2r.robots.aloha import WorldConfig  # noqa: E402
-from r2s2r.rollout.policy import PolicyConfig  # noqa: E402
 
 TINY_WORLD = {"cameras": ("top", "left_wrist", "right_wrist"), "image_height": 48, "image_width": 64}
 EPISODE_LENGTH = 50

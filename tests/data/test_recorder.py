@@ -12,16 +12,10 @@ from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from conftest import EPISODE_LENGTH, tiny_record_config
 from r2s2r.data.commit import COMMIT_FILE
-from r2s2r.data.recorder import (
-    LAPSE_STEPS,
-    _label_episode,
-    episode_initial_pose,
-    evaluate,
-    record,
-    rollout_batch,
-)
+from r2s2r.data.recorder import evaluate, record
+from r2s2r.policies.episodes import initial_pose, play_batch
+from r2s2r.policies.policy import load_policy
 from r2s2r.robots.aloha import AlohaWorld, in_id_box
-from r2s2r.rollout.policy import load_policy
 
 
 def _columns(root):
@@ -48,9 +42,9 @@ def test_lerobot_reloads_what_was_recorded(recorded):
 
     # Re-simulating the same episodes in memory gives exactly the recorded proprio and actions (the
     # recording is faithful and a fixed seed reproduces the episode), and pixels up to video compression.
-    poses = np.stack([episode_initial_pose(cfg, i)[0] for i in range(2)])
+    poses = np.stack([initial_pose(cfg.world, cfg.distribution, cfg.seed, i)[0] for i in range(2)])
     with AlohaWorld(cfg.world) as world:
-        frames = rollout_batch(world, load_policy(cfg.policy), poses, EPISODE_LENGTH, "demo")
+        frames = play_batch(world, load_policy(cfg.policy), poses, EPISODE_LENGTH, "demo")["frames"]
     state = np.stack([f["observation.state"] for ep in frames for f in ep])
     action = np.stack([f["action"] for ep in frames for f in ep])
     np.testing.assert_array_equal(table["observation.state"], state)
@@ -125,7 +119,8 @@ SEED = 11  # episodes 2-3 hold a cube 0.21 m further right than episodes 0-1
 ])  # fmt: skip
 def test_failing_policy_leaves_dataset_at_last_complete_batch(tmp_path, mode, message):
     root = tmp_path / "ds"
-    x = [episode_initial_pose(tiny_record_config(root, seed=SEED), i)[0][0] for i in range(4)]
+    cfg = tiny_record_config(root, seed=SEED)
+    x = [initial_pose(cfg.world, cfg.distribution, cfg.seed, i)[0][0] for i in range(4)]
     assert max(x[2:]) > max(x[:2]), "SEED must put the right-most cube in the second batch"
     kwargs = {"mode": mode, "x_above": (max(x[:2]) + max(x[2:])) / 2}  # only the second batch misbehaves
     make = dict(policy_path="helpers.policies:make_faulty", policy_kwargs=kwargs, seed=SEED)
@@ -203,34 +198,3 @@ def test_worker_errors_reach_the_caller(tmp_path):
     with pytest.raises(RuntimeError, match=r"episodes 0..1 failed: policy .* returned an action of shape"):
         record(tiny_record_config(tmp_path / "bad", **make))
     assert not (tmp_path / "bad").exists()
-
-
-def test_episode_labels_computed_by_hand():
-    def frames(rewards):
-        return [
-            {"next.reward": np.array([r], np.float32), "next.success": np.array([r == 4])} for r in rewards
-        ]
-
-    # touched, lost for 1 s (LAPSE_STEPS at 0), grasped again, handed over, dropped at the very end
-    lost_then_done = [0, 1, 2] + [0] * LAPSE_STEPS + [1, 2, 3, 4, 4, 3]
-    labels = _label_episode(frames(lost_then_done), 5, np.zeros(7), "ood")
-    assert labels == {
-        "episode_index": 5, "distribution": "ood", "initial_object_pose": [0.0] * 7, "success": True,
-        "success_at_end": False, "success_step": LAPSE_STEPS + 6, "recovered": True, "max_reward": 4.0,
-    }  # fmt: skip
-    # contact flicker shorter than a lapse, and waiting before the first touch, are not a recovery
-    flicker = [0] * 120 + [1, 2, 0, 2] + [0] * (LAPSE_STEPS - 1) + [2, 3, 4, 4]
-    clean = _label_episode(frames(flicker), 0, np.zeros(7), "id")
-    assert [clean[k] for k in ("success", "success_at_end", "recovered", "success_step")] == [
-        True,
-        True,
-        False,
-        175,
-    ]
-    near_miss = _label_episode(frames([0, 1, 2, 3, 2, 3, 0]), 1, np.zeros(7), "id")
-    assert [near_miss[k] for k in ("success", "success_step", "recovered", "max_reward")] == [
-        False,
-        -1,
-        False,
-        3.0,
-    ]

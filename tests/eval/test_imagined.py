@@ -19,8 +19,8 @@ from r2s2r.eval.imagined import (
 )
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.policies.policy import PolicyConfig
 from r2s2r.robots.checker import VIOLATIONS
-from r2s2r.rollout.policy import PolicyConfig
 
 
 @pytest.fixture(scope="module")

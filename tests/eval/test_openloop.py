@@ -73,7 +73,7 @@ def test_openloop_cli(recorded, checkpoint, tmp_path, capsys):
 def test_openloop_starts_from_the_logged_object_pose(recorded, checkpoint):
     """Where the recording has the object pose, the imagined episode starts from it, as `r2s2r-eval` does:
     the head's imagined poses are those of an env reset with it, and not those of one reset without it."""
-    from r2s2r.eval.openloop import imagine_episodes
+    from r2s2r.rollout.replay import imagine_episodes
     from r2s2r.rollout.world_model_env import WorldModelEnv
 
     model = WorldModel.from_pretrained(checkpoint)
@@ -81,7 +81,7 @@ def test_openloop_starts_from_the_logged_object_pose(recorded, checkpoint):
     match_frame_rate(clips, model.config.frame_stride)
     ds = ClipDataset(clips)
     episodes = [{**ds.episode(ep), "action": ds.episode(ep)["action"][:6]} for ep in (0, 1)]  # 6 frames
-    imagined = imagine_episodes(model, episodes, OpenLoopConfig(sampling_steps=1))
+    imagined = imagine_episodes(model, episodes, sampling_steps=1)
 
     def replay(with_pose: bool) -> torch.Tensor:
         env = WorldModelEnv(model, num_envs=2, sampling_steps=1)

@@ -11,7 +11,7 @@ from r2s2r.data.reader import ClipConfig, ClipDataset
 from r2s2r.eval.search import SearchEvalConfig, evaluate_search, read_rows, summarize
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
-from r2s2r.rollout.policy import PolicyConfig
+from r2s2r.policies.policy import PolicyConfig
 from r2s2r.rollout.search import SearchConfig
 from r2s2r.scripts.search import main as search_cli
 

@@ -10,8 +10,8 @@ from r2s2r.data.reader import ClipConfig, ClipDataset
 from r2s2r.data.recorder import RecordConfig, record
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.policies.policy import PolicyConfig
 from r2s2r.robots.aloha import WorldConfig
-from r2s2r.rollout.policy import PolicyConfig
 
 DEMONSTRATOR = "r2s2r.robots.demonstrators:make_demonstrator"
 

@@ -13,7 +13,7 @@ from lerobot.policies.factory import make_pre_post_processors
 
 from conftest import tiny_record_config
 from r2s2r.data.recorder import record
-from r2s2r.rollout.policy import (
+from r2s2r.policies.policy import (
     ACTLatentAdapter,
     LeRobotPolicyAdapter,
     PolicyConfig,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from r2s2r.policies.policy import to_policy_batch
 from r2s2r.robots.aloha import AlohaWorld, WorldConfig
 from r2s2r.robots.checker import VIOLATIONS, CheckerConfig, PhysicsChecker
 from r2s2r.robots.demonstrators import make_demonstrator
 from r2s2r.robots.spec import robot_spec
-from r2s2r.rollout.policy import to_policy_batch
 
 # gym-aloha's start pose (what AlohaWorld.reset gives), and a cube resting on its face at (0.1, 0.5).
 HOME = np.array([0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.1, 0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.1])

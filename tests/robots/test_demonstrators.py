@@ -8,7 +8,7 @@ import pytest
 from r2s2r.robots.aloha import AlohaWorld, WorldConfig
 from r2s2r.robots.demonstrators import DemonstratorConfig, ScriptedDemonstrator, make_demonstrator
 from r2s2r.robots.ik import BimanualIK
-from r2s2r.rollout.policy import PolicyConfig, load_policy, to_policy_batch
+from r2s2r.policies.policy import PolicyConfig, load_policy, to_policy_batch
 
 # Four ID cube positions (x, y) spread over gym-aloha's box: two corners, the centre, one edge.
 FIXED_XY = [(0.02, 0.42), (0.18, 0.58), (0.10, 0.50), (0.05, 0.57)]

@@ -11,10 +11,10 @@ import torch
 from r2s2r.data.reader import ClipConfig, ClipDataset
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.policies.policy import PolicyConfig, load_policy, to_policy_batch
 from r2s2r.robots.aloha import AlohaWorld, WorldConfig
 from r2s2r.robots.demonstrators import make_demonstrator
 from r2s2r.robots.spec import robot_spec
-from r2s2r.rollout.policy import PolicyConfig, load_policy, to_policy_batch
 from r2s2r.rollout.search import SearchConfig, SearchPolicy, fork_policy, make_perturbed_policy
 from r2s2r.rollout.value import BaseValue
 

@@ -10,7 +10,7 @@ from helpers.recordings import blind_model, record_state_only
 from r2s2r.eval.imagined import ImaginedEvalConfig, evaluate_imagined, read_results
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
-from r2s2r.rollout.policy import PolicyConfig
+from r2s2r.policies.policy import PolicyConfig
 from r2s2r.rollout.world_model_env import WorldModelEnv
 from r2s2r.training.head import HeadConfig, RefineConfig, refine_checkpoint, refine_head
 

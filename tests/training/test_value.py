@@ -7,12 +7,13 @@ import pytest
 import torch
 
 from r2s2r.data.recorder import RecordConfig, record
+from r2s2r.policies.policy import PolicyConfig
 from r2s2r.robots.aloha import WorldConfig
 from r2s2r.robots.kinematics import GraspKinematics
 from r2s2r.robots.spec import robot_spec
-from r2s2r.rollout.policy import PolicyConfig
-from r2s2r.rollout.value import BaseValue, ValueConfig, fit_value, read_states
+from r2s2r.rollout.value import BaseValue
 from r2s2r.scripts import fit_value as fit_value_cli
+from r2s2r.training.value import ValueConfig, fit_value, read_states
 
 DEMONSTRATOR = "r2s2r.robots.demonstrators:make_demonstrator"
 

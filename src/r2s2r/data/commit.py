@@ -18,33 +18,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from r2s2r.files import atomic_write_text
+
 COMMIT_FILE = "r2s2r_recording.json"
 _TRACKED_DIRS = ("data", "videos", "meta/episodes", "images")
 _META_FILES = ("meta/info.json", "meta/stats.json", "meta/tasks.parquet")
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` so that readers see the old or the new content, never a mix."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def replace_directory(tmp: Path, directory: Path) -> Path:
-    """Put the fully written folder `tmp` in the place of `directory`, which may exist: readers see the old
-    folder or the new one, and a crash leaves at most a stale `.<name>.old` beside it."""
-    if directory.exists():
-        old = directory.with_name(f".{directory.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(directory, old)
-        os.replace(tmp, directory)
-        shutil.rmtree(old)
-    else:
-        os.replace(tmp, directory)
-    return directory
 
 
 def _tracked_files(root: Path) -> list[str]:

@@ -250,6 +250,13 @@ class ClipDataset(torch.utils.data.Dataset):
         k = self.episodes.index(ep)
         return int(self._cum[k + 1] - self._cum[k]) + (self.cfg.clip_length - 1) * self.stride
 
+    def episodes_by_length(self) -> dict[int, list[int]]:
+        """The episodes grouped by length: those `episode` returns as clips of the same shape."""
+        groups: dict[int, list[int]] = {}
+        for ep in self.episodes:
+            groups.setdefault(self.episode_length(ep), []).append(ep)
+        return groups
+
     def episode(self, ep: int) -> dict[str, torch.Tensor]:
         """Episode `ep` as one long clip: every model frame from its first, with all chunks between them."""
         if ep not in self.episodes:

@@ -12,28 +12,30 @@ reproduces the same episode whatever the batch size or how often the run was int
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import logging
-import multiprocessing as mp
 import shutil
 import time
 import warnings
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-import torch
 from tqdm.auto import tqdm
 
 from r2s2r.data.commit import read_commit, restore_commit, write_commit
-from r2s2r.robots.aloha import TASK_TEXT, AlohaWorld, WorldConfig, sample_object_poses
+from r2s2r.policies.episodes import (
+    DISTRIBUTIONS,
+    EpisodeBatch,
+    batch_labels,
+    episode_batches,
+    in_order,
+    play_episodes,
+)
+from r2s2r.policies.policy import PolicyConfig, load_policy
+from r2s2r.robots.aloha import TASK_TEXT, AlohaWorld, WorldConfig
 from r2s2r.robots.spec import EmbodimentSpec
-from r2s2r.rollout.policy import Policy, PolicyConfig, check_action, load_policy, to_policy_batch
 
 log = logging.getLogger(__name__)
 
-DISTRIBUTIONS = ("id", "ood", "mixed")
 # Settings that must not change when a recording is resumed: they define what an episode is.
 _RESUME_KEYS = (
     "task",
@@ -124,52 +126,6 @@ def dataset_features(spec: EmbodimentSpec, world: WorldConfig) -> dict:
     return features
 
 
-def episode_initial_pose(cfg: RecordConfig, episode_index: int) -> tuple[np.ndarray, str]:
-    """The initial object pose of episode `episode_index` and whether it is ID or OOD."""
-    dist = cfg.distribution
-    if dist == "mixed":
-        dist = "id" if episode_index % 2 == 0 else "ood"
-    rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, episode_index]))
-    pose = sample_object_poses(cfg.world.task, dist, rng, 1, cfg.world.ood_margin)[0]
-    return pose, dist
-
-
-def rollout_batch(
-    world: AlohaWorld,
-    policy: Policy,
-    poses: np.ndarray,
-    episode_length: int,
-    policy_name: str,
-    episodes: list[int] | None = None,
-    render: bool = True,
-) -> list[list[dict]]:
-    """Run the policy from `poses` for `episode_length` steps; one list of LeRobot frames per env.
-
-    `episodes` (the episode index each env plays) only serves to name episodes in errors; with
-    `render=False` the frames carry no images (for policies that do not look, e.g. demonstrators).
-    """
-    obs = world.reset(poses, render)
-    policy.reset()
-    batch_size = len(poses)
-    frames: list[list[dict]] = [[] for _ in range(batch_size)]
-    for t in range(episode_length):
-        try:
-            raw_action = policy.select_action(to_policy_batch(obs))
-        except Exception as e:
-            raise RuntimeError(f"policy {policy_name} raised at step {t}: {type(e).__name__}: {e}") from e
-        action = check_action(raw_action, batch_size, world.spec.action_dim, policy_name, episodes)
-        result = world.step(action, render)
-        for b in range(batch_size):
-            frame = {key: value[b] for key, value in obs.items()}
-            frame["action"] = action[b]
-            frame["next.reward"] = np.array([result.reward[b]], dtype=np.float32)
-            frame["next.success"] = np.array([result.success[b]], dtype=bool)
-            frame["next.done"] = np.array([t == episode_length - 1], dtype=bool)
-            frames[b].append(frame)
-        obs = result.observation
-    return frames
-
-
 def _open_dataset(cfg: RecordConfig, root: Path, spec: EmbodimentSpec, fps: int):
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
@@ -204,43 +160,6 @@ def _write_batch(dataset, frames: list[list[dict]], task_text: str) -> None:
         shutil.rmtree(images)
 
 
-LAPSE_STEPS = 50  # 1 s at reward 0 after the first contact: the object was lost (contacts flicker for less)
-
-
-def _label_episode(frames: list[dict], episode_index: int, pose: np.ndarray, dist: str) -> dict:
-    """Per-episode labels, all derived from the recorded frames, so any policy's episodes get them.
-
-    `success` is gym-aloha's definition (top reward at any step); `success_at_end` also asks that the
-    object still be held at the last step; `recovered` marks a success that came after the object was
-    lost: `LAPSE_STEPS` steps without any contact reward after the first contact (a missed grasp or a
-    drop, then a new attempt). Contact rewards flicker for a few steps even in clean episodes.
-    """
-    success = np.array([f["next.success"][0] for f in frames])
-    rewards = np.array([f["next.reward"][0] for f in frames])
-    first = int(np.argmax(success)) if success.any() else len(frames)
-    touched = np.nonzero(rewards[:first] > 0)[0]
-    longest_lapse = _longest_run(rewards[touched[0] : first] == 0) if len(touched) else 0
-    return {
-        "episode_index": episode_index,
-        "distribution": dist,
-        "initial_object_pose": [round(float(v), 6) for v in pose],
-        "success": bool(success.any()),
-        "success_at_end": bool(success[-1]),
-        "success_step": first if success.any() else -1,
-        "recovered": bool(success.any() and longest_lapse >= LAPSE_STEPS),
-        "max_reward": float(rewards.max()),
-    }
-
-
-def _longest_run(mask: np.ndarray) -> int:
-    """Length of the longest run of True in a 1-D bool array."""
-    best = run = 0
-    for value in mask:
-        run = run + 1 if value else 0
-        best = max(best, run)
-    return best
-
-
 def _resume_state(cfg: RecordConfig, root: Path, key: dict) -> list[dict]:
     """Episodes already committed at `root` (empty for a new dataset); rolls back a killed batch."""
     partial = root.with_name(root.name + ".partial")
@@ -268,76 +187,33 @@ def _resume_state(cfg: RecordConfig, root: Path, key: dict) -> list[dict]:
     return commit["episodes"]
 
 
-@dataclass
-class _Batch:
-    indices: list[int]  # episodes this batch records
-    padded: list[int]  # the same, padded with repeats of the last one to fill every lockstep env
-    poses: np.ndarray  # (num_envs, 7 * n_objects) initial object poses
-    dists: list[str]  # "id" / "ood" per padded episode
+def batches(cfg: RecordConfig, first_episode: int = 0) -> list[EpisodeBatch]:
+    """The lockstep batches of `cfg`'s episode set from `first_episode` on."""
+    return episode_batches(cfg.world, cfg.num_episodes, cfg.distribution, cfg.seed, first_episode)
 
 
-def _batches(cfg: RecordConfig, first_episode: int) -> list[_Batch]:
-    """The lockstep batches that cover episodes `first_episode` .. `num_episodes - 1`."""
-    batches = []
-    for first in range(first_episode, cfg.num_episodes, cfg.world.num_envs):
-        indices = list(range(first, min(first + cfg.world.num_envs, cfg.num_episodes)))
-        padded = indices + [indices[-1]] * (cfg.world.num_envs - len(indices))
-        poses, dists = zip(*(episode_initial_pose(cfg, i) for i in padded), strict=True)
-        batches.append(_Batch(indices, padded, np.stack(poses), list(dists)))
-    return batches
-
-
-def _play(
-    world: AlohaWorld, policy: Policy, cfg: RecordConfig, batch: _Batch, render: bool
-) -> list[list[dict]]:
-    torch.manual_seed(cfg.seed * 1_000_003 + batch.indices[0])  # for stochastic learned policies
-    try:
-        frames = rollout_batch(
-            world, policy, batch.poses, cfg.episode_length, cfg.policy.path, batch.padded, render
-        )
-    except Exception as e:
-        raise RuntimeError(f"episodes {batch.indices[0]}..{batch.indices[-1]} failed: {e}") from e
-    return frames[: len(batch.indices)]
-
-
-_WORKER: dict = {}  # the world and policy of a rollout worker process
+_WORKER: dict = {}  # the world and policy of this process (or of a rollout worker process)
 
 
 def _worker_init(cfg: RecordConfig) -> None:
     import r2s2r.robots.aloha  # noqa: F401  (torch and triton before MuJoCo's GL, in the new process too)
 
+    if "world" in _WORKER:  # a world left by an earlier call in this process
+        _WORKER["world"].close()
     _WORKER["world"], _WORKER["policy"] = AlohaWorld(cfg.world), load_policy(cfg.policy)
 
 
-def _worker_play(cfg: RecordConfig, batch: _Batch, render: bool) -> list[list[dict]]:
-    return _play(_WORKER["world"], _WORKER["policy"], cfg, batch, render)
+def _worker_play(cfg: RecordConfig, batch: EpisodeBatch, render: bool, keep_frames: bool) -> dict:
+    return play_episodes(
+        _WORKER["world"], _WORKER["policy"], batch, cfg.episode_length, cfg.seed, cfg.policy.path,
+        render_every=int(render), keep_frames=keep_frames,
+    )  # fmt: skip
 
 
-def _played(cfg: RecordConfig, batches: list[_Batch], render: bool = True):
-    """Yield (batch, frames) in order, simulated here or by `cfg.workers` processes working ahead.
-
-    Each worker holds its own world and policy; at most `workers` batches are in flight, so memory stays
-    bounded by a few batches of frames whatever the number of episodes.
-    """
-    if cfg.workers == 0:
-        policy = load_policy(cfg.policy)
-        with AlohaWorld(cfg.world) as world:
-            for batch in batches:
-                yield batch, _play(world, policy, cfg, batch, render)
-        return
-    context = mp.get_context("spawn")  # a fork would copy this process's GL and decoder state
-    with cf.ProcessPoolExecutor(
-        cfg.workers, mp_context=context, initializer=_worker_init, initargs=(cfg,)
-    ) as pool:
-        pending = deque()
-        for batch in batches:
-            pending.append((batch, pool.submit(_worker_play, cfg, batch, render)))
-            if len(pending) >= cfg.workers:
-                batch_done, future = pending.popleft()
-                yield batch_done, future.result()
-        while pending:
-            batch_done, future = pending.popleft()
-            yield batch_done, future.result()
+def _played(cfg: RecordConfig, todo: list[EpisodeBatch], render: bool = True, keep_frames: bool = True):
+    """Yield (batch, played) in order, simulated here or by `cfg.workers` processes working ahead."""
+    units = [(cfg, batch, render, keep_frames) for batch in todo]
+    yield from zip(todo, in_order(_worker_play, units, cfg.workers, _worker_init, (cfg,)), strict=True)
 
 
 def record(cfg: RecordConfig) -> RecordSummary:
@@ -350,10 +226,10 @@ def record(cfg: RecordConfig) -> RecordSummary:
     episodes = _resume_state(cfg, root, key)
     resumed_from = len(episodes)
     bar = tqdm(total=cfg.num_episodes, initial=min(resumed_from, cfg.num_episodes), desc="record", unit="ep")
-    played = _played(cfg, _batches(cfg, resumed_from))
+    played = _played(cfg, batches(cfg, resumed_from))
     while True:
         try:
-            batch, frames = next(played)
+            batch, result = next(played)
         except StopIteration:
             break
         except Exception as e:
@@ -362,10 +238,9 @@ def record(cfg: RecordConfig) -> RecordSummary:
                 "(re-run to resume)."
             ) from e
         target = root if root.exists() else root.with_name(root.name + ".partial")
-        _write_batch(_open_dataset(cfg, target, spec, spec.control_hz), frames, TASK_TEXT[cfg.world.task])
-        episodes += [
-            _label_episode(*a) for a in zip(frames, batch.indices, batch.poses, batch.dists, strict=False)
-        ]
+        dataset = _open_dataset(cfg, target, spec, spec.control_hz)
+        _write_batch(dataset, result["frames"], TASK_TEXT[cfg.world.task])
+        episodes += batch_labels(batch, result)
         write_commit(target, {"config": key, "episodes": episodes})
         if target != root:
             target.rename(root)  # the first complete batch makes the dataset appear, atomically
@@ -389,13 +264,10 @@ def evaluate(cfg: RecordConfig, render: bool = False) -> list[dict]:
     about 20x faster, for policies that do not look at images.
     """
     labels = []
-    batches = _batches(cfg, 0)
-    for batch, frames in tqdm(
-        _played(cfg, batches, render), total=len(batches), desc="evaluate", unit="batch"
-    ):
-        labels += [
-            _label_episode(*a) for a in zip(frames, batch.indices, batch.poses, batch.dists, strict=False)
-        ]
+    todo = batches(cfg)
+    played = _played(cfg, todo, render, keep_frames=False)
+    for batch, result in tqdm(played, total=len(todo), desc="evaluate", unit="batch"):
+        labels += batch_labels(batch, result)
     return labels
 
 

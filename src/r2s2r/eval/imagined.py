@@ -26,13 +26,14 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from r2s2r.data.commit import atomic_write_text, episode_labels
+from r2s2r.data.commit import episode_labels
 from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
 from r2s2r.eval.ranking import wilson_interval
 from r2s2r.eval.video import write_side_by_side_views
+from r2s2r.files import atomic_write_text
 from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.policies.policy import Policy, PolicyConfig, check_action, load_policy
 from r2s2r.robots.checker import VIOLATIONS
-from r2s2r.rollout.policy import Policy, PolicyConfig, check_action, load_policy
 from r2s2r.rollout.world_model_env import WorldModelEnv
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
 from r2s2r.eval.metrics import psnr, ssim
 from r2s2r.eval.video import write_side_by_side_views
 from r2s2r.model.modeling_world_model import WorldModel
-from r2s2r.rollout.world_model_env import WorldModelEnv
+from r2s2r.rollout.replay import imagine_episodes
 
 log = logging.getLogger(__name__)
 
@@ -60,51 +60,10 @@ def _splits(root: Path, episodes: list[int]) -> dict[int, str]:
     return {ep: labels.get(ep, {}).get("distribution", "all") for ep in episodes}
 
 
-def episodes_by_length(dataset: ClipDataset) -> dict[int, list[int]]:
-    """The dataset's episodes grouped by length: the episodes one batch of `imagine_episodes` can hold."""
-    groups: dict[int, list[int]] = {}
-    for ep in dataset.episodes:
-        groups.setdefault(dataset.episode_length(ep), []).append(ep)
-    return groups
-
-
 def _model_res(model: WorldModel, video: torch.Tensor) -> torch.Tensor:
     """(T,3,H,W) in [0,1] -> model resolution, as the model sees it."""
     size = (model.config.image_height, model.config.image_width)
     return video if tuple(video.shape[-2:]) == size else F.interpolate(video, size=size, mode="area")
-
-
-@torch.no_grad()
-def imagine_episodes(model: WorldModel, episodes: list[dict], cfg: OpenLoopConfig) -> list[dict]:
-    """Replay each episode's logged chunks from its first observation; imagined frames (T,3,H,W) per view."""
-    env = WorldModelEnv(
-        model, num_envs=len(episodes), device=cfg.device, sampling_steps=cfg.sampling_steps or None
-    )
-    keys = model.config.camera_keys
-    first = {k: torch.stack([e[k][0] for e in episodes]) for k in keys}
-    for key in ("observation.state", "observation.environment_state"):
-        if key in episodes[0]:
-            first[key] = torch.stack([e[key][0] for e in episodes])
-    obs = env.reset(first, seed=cfg.seed)
-    frames = {k: [obs[k]] for k in keys}
-    env_states, judged, head_judged = [], [], []
-    for t in range(episodes[0]["action"].shape[0]):
-        chunk = torch.stack([e["action"][t] for e in episodes])  # (B,stride,A)
-        obs, _, _, info = env.step(chunk)
-        for k in keys:
-            frames[k].append(obs[k])
-        env_states.append(env.env_state)
-        judged.append(info["success"])
-        head_judged.append(info["head_success"])
-    results = []
-    for b in range(len(episodes)):
-        results.append({
-            "frames": {k: torch.stack([f[b] for f in frames[k]]).cpu() for k in keys},  # (T,3,H,W)
-            "env_state": torch.stack([s[b] for s in env_states]).cpu(),  # (T-1,E) frames 1..T-1
-            "success": bool(torch.stack([j[b] for j in judged]).any()),
-            "head_success": bool(torch.stack([j[b] for j in head_judged]).any()),
-        })  # fmt: skip
-    return results
 
 
 def score_episode(model: WorldModel, real: dict, imagined: dict, horizons: list[int]) -> dict:
@@ -153,7 +112,7 @@ def evaluate_openloop(cfg: OpenLoopConfig) -> dict:
     out = Path(cfg.output_dir)
     splits = _splits(dataset.root, dataset.episodes)
     per_episode, video_count = [], 0
-    for length, eps in episodes_by_length(dataset).items():
+    for length, eps in dataset.episodes_by_length().items():
         usable = [h for h in horizons if h <= (length - 1) // dataset.stride]
         if len(usable) < len(horizons):
             log.warning(
@@ -162,7 +121,7 @@ def evaluate_openloop(cfg: OpenLoopConfig) -> dict:
         for i in tqdm(range(0, len(eps), cfg.batch_size), desc=f"open-loop ({length} steps)", unit="batch"):
             batch_eps = eps[i : i + cfg.batch_size]
             real = [dataset.episode(ep) for ep in batch_eps]
-            imagined = imagine_episodes(model, real, cfg)
+            imagined = imagine_episodes(model, real, cfg.sampling_steps, cfg.seed, cfg.device)
             for ep, r, im in zip(batch_eps, real, imagined, strict=True):
                 per_episode.append(
                     {"episode": ep, "split": splits[ep], **score_episode(model, r, im, usable)}

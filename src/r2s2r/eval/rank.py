@@ -26,11 +26,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from r2s2r.data.commit import atomic_write_text, episode_labels, read_commit
+from r2s2r.data.commit import episode_labels, read_commit
 from r2s2r.eval.fanout import evaluate_many
 from r2s2r.eval.imagined import SPLITS, ImaginedEvalConfig, read_results, success_rates, summarize
 from r2s2r.eval.ranking import compare
-from r2s2r.rollout.policy import PolicyConfig
+from r2s2r.files import atomic_write_text
+from r2s2r.policies.policy import PolicyConfig
 
 log = logging.getLogger(__name__)
 NEAR_MISS_REWARD = 2  # a failure that lifted the cube (staged reward >= 2 of 4) came near

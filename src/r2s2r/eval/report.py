@@ -27,7 +27,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from r2s2r.data.commit import atomic_write_text
+from r2s2r.files import atomic_write_text
 
 SPLITS = {"all": "all", "id": "ID", "ood": "OOD"}  # key in rank.json -> heading
 MARKERS = {"all": "s", "id": "o", "ood": "^"}  # scatter marker per split

@@ -13,24 +13,20 @@ results do not depend on `workers` or on how often the run was stopped.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import json
-import multiprocessing as mp
 import time
-from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 from tqdm.auto import tqdm
 
-from r2s2r.data.commit import atomic_write_text
-from r2s2r.data.recorder import RecordConfig, _Batch, _batches
 from r2s2r.eval.imagined import append_rows, open_results, success_rates
+from r2s2r.files import atomic_write_text
 from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.policies.episodes import EpisodeBatch, episode_batches, in_order, play_episodes
+from r2s2r.policies.policy import PolicyConfig, load_policy
 from r2s2r.robots.aloha import AlohaWorld, WorldConfig
-from r2s2r.rollout.policy import Policy, PolicyConfig, check_action, load_policy, to_policy_batch
 from r2s2r.rollout.search import SearchConfig, SearchPolicy
 
 
@@ -64,31 +60,6 @@ class SearchEvalConfig:
         return json.loads(json.dumps(keep))
 
 
-def _record_config(cfg: SearchEvalConfig, world: WorldConfig) -> RecordConfig:
-    """The recorder's view of these episodes: it draws their initial poses and lockstep batches."""
-    return RecordConfig(
-        world=world, policy=cfg.base, num_episodes=cfg.episodes, episode_length=cfg.episode_length,
-        distribution="mixed", seed=cfg.seed, root="unused",
-    )  # fmt: skip
-
-
-def play(world: AlohaWorld, policy: Policy, poses: np.ndarray, steps: int, render_every: int) -> dict:
-    """Play one lockstep batch; render only every `render_every` steps (0: never). Per-env outcomes."""
-    name = getattr(policy, "name", type(policy).__name__)
-    obs = world.reset(poses, render=render_every > 0)
-    policy.reset()
-    B = len(poses)
-    success_step, max_reward = np.full(B, -1), np.zeros(B)
-    for t in range(steps):
-        action = check_action(policy.select_action(to_policy_batch(obs)), B, world.spec.action_dim, name)
-        render = render_every > 0 and (t + 1) % render_every == 0
-        result = world.step(action, render=render)
-        obs = result.observation
-        max_reward = np.maximum(max_reward, result.reward)
-        success_step[(success_step < 0) & result.success] = t + 1
-    return {"success": success_step >= 0, "success_step": success_step, "max_reward": max_reward}
-
-
 _WORKER: dict = {}
 
 
@@ -104,18 +75,22 @@ def _setup(cfg: SearchEvalConfig) -> None:
     _WORKER.update(model=model, world=AlohaWorld(world))
 
 
-def _run_unit(cfg: SearchEvalConfig, n: int, batch: _Batch) -> list[dict]:
+def _run_unit(cfg: SearchEvalConfig, n: int, batch: EpisodeBatch) -> list[dict]:
     """One lockstep batch of episodes at N candidates: a row per episode."""
     model, world = _WORKER["model"], _WORKER["world"]
-    torch.manual_seed(cfg.seed * 1_000_003 + batch.indices[0])  # stochastic learned base policies
     base = load_policy(cfg.base)
     seed = int(np.random.SeedSequence([cfg.search.seed, n, batch.indices[0]]).generate_state(1)[0])
     policy = SearchPolicy(
         base, model, SearchConfig(**{**asdict(cfg.search), "num_candidates": n, "seed": seed})
     )
     start = time.perf_counter()
-    outcome = play(world, policy, batch.poses, cfg.episode_length, policy.every if n > 1 else 0)
+    played = play_episodes(
+        world, policy, batch, cfg.episode_length, cfg.seed, cfg.base.path,
+        render_every=policy.every if n > 1 else 0, keep_frames=False,
+    )  # fmt: skip
     seconds = time.perf_counter() - start
+    success = played["success"].any(1)
+    success_step = np.where(success, played["success"].argmax(1) + 1, -1)  # control steps, 1-based
     decisions = policy.decisions
     latency = [d.seconds for d in decisions]
     rows = []
@@ -125,9 +100,9 @@ def _run_unit(cfg: SearchEvalConfig, n: int, batch: _Batch) -> list[dict]:
             "episode": ep,
             "split": batch.dists[b],
             "initial_xy": [round(float(v), 4) for v in batch.poses[b, :2]],
-            "success": bool(outcome["success"][b]),
-            "success_step": int(outcome["success_step"][b]),
-            "max_reward": float(outcome["max_reward"][b]),
+            "success": bool(success[b]),
+            "success_step": int(success_step[b]),
+            "max_reward": float(played["reward"][b].max()),
             "decisions": len(decisions),
             "decision_seconds_mean": float(np.mean(latency)) if latency else 0.0,
             "chose_base": float(np.mean([d.chose_base[b] for d in decisions])) if decisions else 1.0,
@@ -172,7 +147,7 @@ def evaluate_search(cfg: SearchEvalConfig) -> dict:
     units = [
         (n, batch)
         for n in cfg.candidates
-        for batch in _batches(_record_config(cfg, world), 0)
+        for batch in episode_batches(world, cfg.episodes, "mixed", cfg.seed)
         if any((n, ep) not in done for ep in batch.indices)
     ]
     bar = tqdm(
@@ -189,19 +164,6 @@ def evaluate_search(cfg: SearchEvalConfig) -> dict:
     return summary
 
 
-def _played(cfg: SearchEvalConfig, units: list[tuple[int, _Batch]]):
+def _played(cfg: SearchEvalConfig, units: list[tuple[int, EpisodeBatch]]):
     """Rows of each unit, in order, played here or by `cfg.workers` processes working ahead."""
-    if cfg.workers == 0:
-        _setup(cfg)
-        for n, batch in units:
-            yield _run_unit(cfg, n, batch)
-        return
-    context = mp.get_context("spawn")  # a fork would copy this process's GL state
-    with cf.ProcessPoolExecutor(cfg.workers, mp_context=context, initializer=_setup, initargs=(cfg,)) as pool:
-        pending = deque()
-        for n, batch in units:
-            pending.append(pool.submit(_run_unit, cfg, n, batch))
-            if len(pending) >= cfg.workers:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+    yield from in_order(_run_unit, [(cfg, n, batch) for n, batch in units], cfg.workers, _setup, (cfg,))

@@ -15,7 +15,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from r2s2r.data.commit import atomic_write_text
+from r2s2r.files import atomic_write_text
 
 # Fields added after checkpoints were published, with the value that reproduces what those checkpoints
 # were trained as: a config.json that lacks one loads with this value, not the current default.

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from r2s2r.data.commit import replace_directory
+from r2s2r.files import replace_directory
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.denoiser import MultiViewDenoiser
 from r2s2r.model.state_head import Judge, StateDynamicsHead

@@ -6,9 +6,9 @@ is (B,14) float; `observation.environment_state` (B,7 per object) is present whe
 (the reference world does, hardware usually does not), so scripted demonstrators can use it.
 
 Policies come from (a) a LeRobot pretrained policy directory, (b) a policy directory exported by `r2s2r-rl`
-(`rl_policy.json`; kwargs `noise`, `seed`) or (c) an import path `package.module:factory` called with keyword
-arguments. The same object runs unchanged in the reference world and, later, in the
-world model.
+(`rl_policy.json`; kwargs `noise`, `seed`; see `DIRECTORY_FACTORIES`) or (c) an import path
+`package.module:factory` called with keyword arguments. The same object runs unchanged in the reference
+world and in the world model.
 """
 
 from __future__ import annotations
@@ -170,13 +170,20 @@ def _import_factory(path: str):
     return getattr(module, attr)
 
 
-def load_policy(cfg: PolicyConfig) -> Policy:
-    """Build the policy named by `cfg`: a LeRobot pretrained directory or an import-path factory."""
-    path = Path(cfg.path)
-    from r2s2r.rl.policy import ImaginationPolicy, is_rl_policy  # (imports rollout.policy itself)
+# Policy directories that r2s2r's own commands export, by the file that marks them, and the factory that
+# loads one, called with (directory, device=..., **kwargs). Named by import path, not imported here: the
+# exporting package (the RL trainer) sits above this one and needs the world model; nothing of it loads
+# until such a directory is played.
+DIRECTORY_FACTORIES = {"rl_policy.json": "r2s2r.rl.policy:ImaginationPolicy"}
 
-    if is_rl_policy(path):  # exported by r2s2r-rl
-        return ImaginationPolicy(path, device=cfg.device, **cfg.kwargs)
+
+def load_policy(cfg: PolicyConfig) -> Policy:
+    """Build the policy named by `cfg`: a LeRobot pretrained directory, a directory r2s2r exported, or an
+    import-path factory."""
+    path = Path(cfg.path)
+    marker = next((m for m in DIRECTORY_FACTORIES if (path / m).is_file()), None)
+    if marker is not None:
+        return _import_factory(DIRECTORY_FACTORIES[marker])(path, device=cfg.device, **cfg.kwargs)
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ValueError(

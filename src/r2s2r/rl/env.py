@@ -45,10 +45,10 @@ import torch
 from stable_baselines3.common.vec_env import VecEnv
 
 from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.policies.policy import Policy
 from r2s2r.rl.policy import ActionMap, feature_dim, features
 from r2s2r.robots.checker import VIOLATIONS, PhysicsChecker
 from r2s2r.robots.spec import robot_spec
-from r2s2r.rollout.policy import Policy
 from r2s2r.rollout.search import fork_policy
 from r2s2r.training.head import start_env
 

@@ -44,7 +44,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from r2s2r.data.commit import atomic_write_text, replace_directory
+from r2s2r.files import atomic_write_text, replace_directory
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.robots.spec import robot_spec
 
@@ -213,7 +213,7 @@ class ImaginationPolicy:
         self.actions = ActionMap(self.model, self.spec.action, self.spec.residual_scale)
         self.base = None
         if self.spec.base is not None:
-            from r2s2r.rollout.policy import PolicyConfig, load_policy
+            from r2s2r.policies.policy import PolicyConfig, load_policy
 
             self.base = load_policy(PolicyConfig(**self.spec.base, device=device))
         self.noise, self.seed = noise, seed
@@ -287,8 +287,3 @@ class ImaginationPolicy:
         if base is not None:
             return self.actions.residual(base, self.output).cpu()
         return self.chunk[:, k].cpu()
-
-
-def load_rl_policy(path: str, device: str = "cpu", noise: float = 0.0, seed: int = 0) -> ImaginationPolicy:
-    """Import-path factory: `--policy.path=r2s2r.rl.policy:load_rl_policy --policy.kwargs='{path: DIR}'`."""
-    return ImaginationPolicy(path, device=device, noise=noise, seed=seed)

@@ -43,8 +43,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from r2s2r.data.commit import atomic_write_text
+from r2s2r.files import atomic_write_text
 from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.policies.policy import PolicyConfig, load_policy
 from r2s2r.rl.env import ImaginedEnv, RewardConfig, calibrate_floor, calibrate_support
 from r2s2r.rl.policy import (
     ACTIONS,
@@ -58,7 +59,6 @@ from r2s2r.rl.policy import (
     features,
     is_rl_policy,
 )
-from r2s2r.rollout.policy import PolicyConfig, load_policy
 from r2s2r.training.head import HeadConfig, refine_head
 from r2s2r.training.head import read_episodes as read_dataset
 
@@ -308,9 +308,8 @@ def reference_eval(
     policy_dir: str | Path, episodes: int, seed: int, episode_length: int = 400, num_envs: int = 10
 ) -> dict:
     """Success of an exported policy over `episodes` reference-world episodes (ID and OOD alternating)."""
-    from r2s2r.data.recorder import RecordConfig, _batches
     from r2s2r.eval.imagined import success_rates
-    from r2s2r.eval.search import play
+    from r2s2r.policies.episodes import episode_batches, play_episodes
     from r2s2r.robots.aloha import AlohaWorld, WorldConfig
 
     policy = ImaginationPolicy(policy_dir)
@@ -319,18 +318,19 @@ def reference_eval(
     world_cfg = WorldConfig(
         cameras=cameras, image_height=mc.image_height, image_width=mc.image_width, num_envs=num_envs
     )
-    record = RecordConfig(
-        world=world_cfg, policy=PolicyConfig(path=str(policy_dir)), num_episodes=episodes,
-        episode_length=episode_length, distribution="mixed", seed=seed, root="unused",
-    )  # fmt: skip
     render_every = mc.frame_stride if policy.spec.observation == "latent" else 0
     rows = []
+    batches = episode_batches(world_cfg, episodes, "mixed", seed)
     with AlohaWorld(world_cfg) as world:
-        for batch in tqdm(_batches(record, 0), desc="reference world", unit="batch", leave=False):
-            outcome = play(world, policy, batch.poses, episode_length, render_every)
-            for b, ep in enumerate(batch.indices):
-                rows.append({"episode": ep, "split": batch.dists[b], "success": bool(outcome["success"][b]),
-                             "max_reward": float(outcome["max_reward"][b])})  # fmt: skip
+        for batch in tqdm(batches, desc="reference world", unit="batch", leave=False):
+            played = play_episodes(
+                world, policy, batch, episode_length, seed, str(policy_dir), render_every, keep_frames=False
+            )
+            rows += [
+                {"episode": ep, "split": batch.dists[b], "success": bool(played["success"][b].any()),
+                 "max_reward": float(played["reward"][b].max())}
+                for b, ep in enumerate(batch.indices)
+            ]  # fmt: skip
     return {
         **success_rates(rows, "success"),
         "mean_max_reward": float(np.mean([r["max_reward"] for r in rows])),

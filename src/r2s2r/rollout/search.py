@@ -50,9 +50,9 @@ import torch
 from torch import nn
 
 from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.policies.policy import Policy, PolicyConfig, load_policy
 from r2s2r.robots.checker import PhysicsChecker
 from r2s2r.robots.spec import robot_spec
-from r2s2r.rollout.policy import Policy, PolicyConfig, load_policy
 from r2s2r.rollout.value import BaseValue
 from r2s2r.rollout.world_model_env import WorldModelEnv
 

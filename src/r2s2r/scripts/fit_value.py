@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import sys
 
-from r2s2r.rollout.value import ValueConfig, fit_value
 from r2s2r.scripts import cli
+from r2s2r.training.value import ValueConfig, fit_value
 
 
 def fit_main(cfg: ValueConfig) -> int:

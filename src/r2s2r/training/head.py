@@ -38,8 +38,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from r2s2r.data.commit import atomic_write_text
 from r2s2r.data.reader import ClipConfig, ClipDataset, feature_stats, match_frame_rate
+from r2s2r.files import atomic_write_text
 from r2s2r.model.configuration_world_model import PRE_FIELD_DEFAULTS, WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.model.state_head import pose_error

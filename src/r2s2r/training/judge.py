@@ -22,10 +22,10 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from r2s2r.data.commit import atomic_write_text
 from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
-from r2s2r.eval.openloop import OpenLoopConfig, episodes_by_length, imagine_episodes
+from r2s2r.files import atomic_write_text
 from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.rollout.replay import imagine_episodes
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +71,8 @@ def replay_frames(model: WorldModel, root: str, cfg: JudgeConfig) -> dict[str, t
     clips = ClipConfig(root=root, cameras=mc.cameras, context_frames=1, future_frames=1)
     match_frame_rate(clips, mc.frame_stride)
     dataset = ClipDataset(clips)
-    ol = OpenLoopConfig(sampling_steps=cfg.sampling_steps, seed=cfg.seed)
     pool: dict[str, list[torch.Tensor]] = {"real": [], "imagined": [], "reward": [], "success": []}
-    batches = [eps[i : i + cfg.batch_episodes] for eps in episodes_by_length(dataset).values()
+    batches = [eps[i : i + cfg.batch_episodes] for eps in dataset.episodes_by_length().values()
                for i in range(0, len(eps), cfg.batch_episodes)]  # fmt: skip
     for eps in tqdm(batches, desc=f"imagining {Path(root).name}", unit="batch"):
         real = [dataset.episode(ep) for ep in eps]
@@ -81,7 +80,7 @@ def replay_frames(model: WorldModel, root: str, cfg: JudgeConfig) -> dict[str, t
             raise ValueError(
                 f"{root} has no next.reward/next.success: the judge learns from the logged labels."
             )
-        imagined = imagine_episodes(model, real, ol)
+        imagined = imagine_episodes(model, real, cfg.sampling_steps, cfg.seed)
         for r, im in zip(real, imagined, strict=True):
             pool["real"].append(_to_bytes(model.frames({k: r[k][None] for k in mc.camera_keys})[0, 1:]))
             pool["imagined"].append(
