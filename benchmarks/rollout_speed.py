@@ -91,7 +91,7 @@ def bench_head(preset: str, candidates: int, device: torch.device, bf16: bool, s
     """The state-dynamics head alone: one latent step + decode for `candidates` rollouts (all members)."""
     cfg = getattr(WorldModelConfig, preset)()
     head = WorldModel(cfg).to(device).eval().state_head
-    latent = torch.zeros(candidates, cfg.ensemble, head.latent_size, device=device)
+    latent = torch.zeros(candidates, cfg.head.ensemble, head.latent_size, device=device)
     flat = torch.zeros(candidates, cfg.chunk_dim, device=device)
 
     def head_step():

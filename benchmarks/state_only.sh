@@ -9,7 +9,7 @@
 #     demonstrator (near-misses), 64 rollouts of each ACT checkpoint the ranking does NOT rank (500, 4,000,
 #     5,000, 6,500; new seeds);
 #   - r2s2r-refine-head --cameras=false --still_mode=true --holds=true from assets/world_model_small (3,000
-#     steps), ~15 min, then head_arm_targets switched on in its config.json;
+#     steps), ~15 min, then head.arm_targets switched on in its config.json;
 #   - benchmarks/rank.py --state_only: logs of the 11 ranked checkpoints (new seeds), a second real run,
 #     and the ranking on the state-head path, ~20 min (the logs and the second run are kept for re-runs).
 # Usage: bash benchmarks/state_only.sh [NAME]   (results: benchmarks/results/state_only.json)
@@ -38,10 +38,10 @@ done
 $PY -m r2s2r.scripts.refine_head --checkpoint=assets/world_model_small --cameras=false --still_mode=true \
   --holds=true --data="[$D/train,$D/train_more,$D/fumbling$ACT]" --heldout=$D/heldout \
   --output_dir=outputs/bench/blind/$NAME
-# The arms end each imagined frame at their commanded target (head_arm_targets, no weights): switched on
+# The arms end each imagined frame at their commanded target (head.arm_targets, no weights): switched on
 # after refining, as a head trained with it drifts more in the open loop.
-$PY -c 'import dataclasses, sys; from r2s2r.model.configuration_world_model import WorldModelConfig as C
-dataclasses.replace(C.load(sys.argv[1]), head_arm_targets=True).save(sys.argv[1])' outputs/bench/blind/$NAME
+$PY -c 'import sys; from r2s2r.model.configuration_world_model import WorldModelConfig as C
+c = C.load(sys.argv[1]); c.head.arm_targets = True; c.save(sys.argv[1])' outputs/bench/blind/$NAME
 # Imagined results belong to one head: drop the last head's (the logs and the second real run are kept).
 rm -rf outputs/bench/rank_state/state_head
 $PY benchmarks/rank.py --state_only --world_model outputs/bench/blind/$NAME --samples 4 \

@@ -3,22 +3,20 @@
 The state head is the fast path of ranking (`r2s2r-rank --render=false`), search and RL. This study
 upgrades the committed small world model's head (`upgrade_head`: it reads the observed object pose and
 carries proprio and pose explicitly; the `pose head` rows without, the `kinematic head` rows with
-`head_kinematics`, which relates the cube to each gripper's grasp frame and can carry it rigidly with
-one; `tracking` also predicts the next proprio from the last joint target) and refines it
+`head.kinematics`, which relates the cube to each gripper's grasp frame and can carry it rigidly with
+one) and refines it
 (`r2s2r-refine-head`, 3,000 steps) on
 
   - `own`: the world model's own training recordings (scripted demonstrators at mixed skill), and
   - `own, 2 pose modes`: the same, with a pose head that predicts two alternative object-pose changes
-    per step (`head_pose_modes=2`) and follows one per imagined episode, drawn by their predicted odds;
+    per step (`head.pose_modes=2`) and follows one per imagined episode, drawn by their predicted odds;
   - `own+act`: those plus rollouts of four ACT checkpoints of the zoo's training run that are NOT in the
     ranked zoo (steps 500, 4000, 5000, 6500; `--rollouts` episodes each, new seeds): what a team has from
     earlier hardware evaluations of the same policy family;
   - `own+near-misses`: the own recordings plus `--near_misses` episodes of the `fumbling` demonstrator,
     which aims centimetres off and closes on air (the weak ACT checkpoints' failure; no policy of the zoo);
   - `still mode`: the kinematic head with one more pose mode, "the cube stays exactly where it is"
-    (`head_still_mode`), on `own+near-misses`; `mode grippers` (without the still mode): each pose mode
-    after the first also predicts its own gripper openings (`head_mode_grippers`), so "stopped at the
-    cube's width, carried" is one outcome;
+    (`head.still_mode`), on `own+near-misses`;
 
 then, for the committed model, the head refined by `benchmarks/rl.py` (old head, `--head_steps`) and the
 new heads:
@@ -59,7 +57,7 @@ from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
 from r2s2r.policies.policy import PolicyConfig  # noqa: E402
 from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 from r2s2r.training.head import (  # noqa: E402
-    HeadConfig,
+    HeadTrainConfig,
     RefineConfig,
     head_openloop,
     read_episodes,
@@ -126,17 +124,14 @@ def refined(
     data: list[str],
     pose_modes: int = 0,
     kinematics: bool = True,
-    tracks: bool = False,
     still: bool = False,
-    grips: bool = False,
 ) -> tuple[str, dict]:
     out = Path(args.root) / "head" / name
     if not (out / "refine.json").is_file():
         cfg = RefineConfig(
             checkpoint=args.checkpoint, data=data, heldout=args.heldout, output_dir=str(out),
-            pose_modes=pose_modes, kinematics=kinematics, tracks_commands=tracks, still_mode=still,
-            mode_grippers=grips,
-            head=HeadConfig(steps=args.steps),
+            pose_modes=pose_modes, kinematics=kinematics, still_mode=still,
+            head=HeadTrainConfig(steps=args.steps),
         )  # fmt: skip
         refine_checkpoint(cfg)
     return str(out), json.loads((out / "refine.json").read_text())
@@ -192,12 +187,10 @@ def main() -> None:
         args, "own_modes2", [args.data], pose_modes=2, kinematics=False
     )
     models["kinematic head, own"] = refined(args, "own_kinematic", [args.data])
-    models["kinematic, tracking head, own"] = refined(args, "own_tracking", [args.data], tracks=True)
     models["kinematic head, own+act"] = refined(args, "own_act_kinematic", [args.data, *rollouts])
     own_near = [args.data, near_misses]
     near = "own+near-misses"
     models[f"kinematic + still mode, {near}"] = refined(args, "own_near_still", own_near, still=True)
-    models[f"kinematic + mode grippers, {near}"] = refined(args, "own_near_grips", own_near, grips=True)
 
     results = {}
     for name, (checkpoint, figures) in models.items():

@@ -7,4 +7,4 @@ import os
 # machine means long timeouts instead of a clear "file not found".
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

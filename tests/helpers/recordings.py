@@ -30,7 +30,7 @@ def record_state_only(root: Path, seed: int) -> str:
 def blind_model(root: str) -> tuple[WorldModel, list[dict[str, torch.Tensor]]]:
     """A tiny world model whose head reads no cameras, on the statistics of `root`, and its episodes."""
     torch.manual_seed(0)
-    model = WorldModel(WorldModelConfig.tiny(head_reads_cameras=False))
+    model = WorldModel(WorldModelConfig.tiny(head=dict(reads_cameras=False)))
     data = ClipDataset(ClipConfig(root=root, cameras=model.config.cameras, frame_rate=10, read_images=False))
     model.set_stats(data.stats)
     return model, [data.episode(ep) for ep in data.episodes]

@@ -332,7 +332,7 @@ def test_committed_state_model_loads_reads_no_cameras_and_puts_the_arms_at_their
 
     model = WorldModel.from_pretrained(Path(__file__).parents[2] / "assets" / "world_model_blind")
     cfg = model.config
-    assert not cfg.head_reads_cameras and cfg.head_arm_targets and cfg.head_kinematics
+    assert not cfg.head.reads_cameras and cfg.head.arm_targets and cfg.head.kinematics
     env = WorldModelEnv(model, num_envs=2, render=False, seed=0)
     state = torch.tensor([[0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.1] * 2] * 2)
     cube = torch.tensor([[0.05, 0.50, 0.021, 1.0, 0.0, 0.0, 0.0], [-0.04, 0.45, 0.021, 1.0, 0.0, 0.0, 0.0]])
@@ -359,7 +359,7 @@ def test_kinematic_head_carries_the_cube_rigidly_with_the_gripper(clips):
     from r2s2r.robots.checker import PhysicsChecker
     from r2s2r.robots.spec import robot_spec
 
-    model = _model(clips, head_still_mode=False)  # kinematics on: one free pose mode + one per gripper
+    model = _model(clips, head=dict(still_mode=False))  # kinematics on: one free pose mode + one per gripper
     head, cfg = model.state_head, model.config
     assert head.kinematic and head.modes == 3
     checker = PhysicsChecker(robot_spec("aloha"))
@@ -377,7 +377,7 @@ def test_kinematic_head_carries_the_cube_rigidly_with_the_gripper(clips):
     point, rot = grasp(home)
     cube = point + rot @ [0.01, -0.005, 0.002]  # just off the point between the left pads
     pose = torch.tensor([*cube, 1.0, 0.0, 0.0, 0.0], dtype=torch.float32)
-    L, S = cfg.latent_dim, cfg.state_dim
+    L, S = cfg.head.latent_dim, cfg.state_dim
     with torch.no_grad():  # an untrained head predicts no change; make it predict this joint motion
         head.dynamics.b2[:, L : L + S] = model.norm("state", moved) - model.norm("state", home)
         carried = [model.norm("state", home)[None], model.norm("env", pose)[None]]
@@ -471,7 +471,7 @@ def test_kinematic_head_carries_the_cube_rigidly_with_the_gripper(clips):
 
 
 def test_imagined_holds_keep_a_lifted_cube_in_the_closed_hand_rigidly(clips):
-    """With head_holds, a cube in mid-air at a closed, not-opening gripper's pads goes with that gripper
+    """With head.holds, a cube in mid-air at a closed, not-opening gripper's pads goes with that gripper
     whatever the draw, and a carried cube moves rigidly with it within CARRY_TOLERANCE; an opening or open
     gripper, or a cube resting on the table, leaves the pick to the draw (here: free, keeping it in place)."""
     import mujoco
@@ -500,11 +500,11 @@ def test_imagined_holds_keep_a_lifted_cube_in_the_closed_hand_rigidly(clips):
     def imagine(holds, start=home, end=moved, slip=0.0, draw=0.1, airborne=None):
         """One imagined frame; the cube's end (m). The untrained odds are even and the right gripper is out
         of reach, so the draw reads halves: free (0.1), carried by the left (0.9)."""
-        model = _model(clips, head_still_mode=False, head_holds=holds)
+        model = _model(clips, head=dict(still_mode=False, holds=holds))
         head, cfg = model.state_head, model.config
         if airborne is not None:
             head.CARRY_AIRBORNE = airborne
-        L, S, E = cfg.latent_dim, cfg.state_dim, cfg.env_state_dim
+        L, S, E = cfg.head.latent_dim, cfg.state_dim, cfg.env_state_dim
         pose = model.norm("env", torch.tensor([*cube, 1.0, 0.0, 0.0, 0.0], dtype=torch.float32))
         with torch.no_grad():
             head.dynamics.b2[:, L : L + S] = model.norm("state", end) - model.norm("state", start)
@@ -538,9 +538,9 @@ def test_imagined_objects_stay_above_the_table(clips):
     """An imagined object over the table ends no frame below its resting height (the gym-aloha cube: a
     0.04 m box on a table top at z = 0); one predicted to sink through it lands where it started, x-y too;
     off the table's edge it falls as predicted."""
-    model = _model(clips, head_still_mode=False)
+    model = _model(clips, head=dict(still_mode=False))
     head, cfg = model.state_head, model.config
-    fk, L, S, E = head.fk, cfg.latent_dim, cfg.state_dim, cfg.env_state_dim
+    fk, L, S, E = head.fk, cfg.head.latent_dim, cfg.state_dim, cfg.env_state_dim
     assert abs(fk.table_top) < 1e-6 and abs(fk.object_rest - 0.02) < 1e-9
     home = model.norm("state", torch.tensor([0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.1] * 2))
     chunk = torch.zeros(1, cfg.chunk_dim)
@@ -568,10 +568,10 @@ def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):
     """The still pose mode returns the object pose unchanged whatever the dynamics predict, and training
     teaches its odds exactly where the object did not move; a pushed object teaches the free mode's. Modes:
     free, still, carried by left, carried by right."""
-    L = WorldModelConfig.tiny().latent_dim
+    L = WorldModelConfig.tiny().head.latent_dim
 
     def setup():
-        model = _model(clips, head_still_mode=True)
+        model = _model(clips, head=dict(still_mode=True))
         head, cfg = model.state_head, model.config
         S, E = cfg.state_dim, cfg.env_state_dim
         pose = model.norm("env", torch.tensor([0.05, 0.5, 0.02, 1.0, 0.0, 0.0, 0.0]))
@@ -596,45 +596,22 @@ def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):
 
     def odds(head):
         with torch.no_grad():
-            return head._step_parts(latent[:, None].expand(-1, head.cfg.ensemble, -1), chunk)[3].softmax(-1)
+            return head._step_parts(latent[:, None].expand(-1, head.cfg.head.ensemble, -1), chunk)[3].softmax(
+                -1
+            )
 
     for truth, winner in ((pose, 1), (pose + push, 0)):  # nothing moved: still; pushed: free
         head, latent, chunk, _, _ = setup()
         before = odds(head)
         nxt, loss = head.step_supervised(latent, chunk, truth[None])
         with torch.no_grad():  # the winner continues the unroll: exactly the truth
-            torch.testing.assert_close(head.decode(nxt)["env_state"][0], truth.expand(head.cfg.ensemble, -1))
+            torch.testing.assert_close(
+                head.decode(nxt)["env_state"][0], truth.expand(head.cfg.head.ensemble, -1)
+            )
         loss.mean().backward()
         torch.optim.SGD(head.dynamics.parameters(), lr=0.1).step()
         gain = odds(head) - before  # (1,M,K)
         assert (gain[..., winner] > 0).all() and (gain.argmax(-1) == winner).all()
-
-
-def test_each_pose_mode_carries_its_own_gripper_openings(clips):
-    """With head_mode_grippers, a mode is an outcome: its object pose and its gripper openings together.
-    Drawing a mode gives its openings, and training picks the mode whose openings match, even where every
-    mode has the pose right (a gripper closing on air beside a cube that does not move)."""
-    model = _model(clips, head_still_mode=True, head_mode_grippers=True)
-    head, cfg = model.state_head, model.config
-    assert head.mode_grippers and head.modes == 4 and head.gripper_index.tolist() == [6, 13]
-    L, S, E, K = cfg.latent_dim, cfg.state_dim, cfg.env_state_dim, head.modes
-    pose = model.norm("env", torch.tensor([0.05, 0.5, 0.02, 1.0, 0.0, 0.0, 0.0]))
-    state = model.norm("state", torch.tensor([0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.9] * 2))
-    latent = torch.cat([torch.zeros(1, L), state[None], pose[None]], -1)
-    chunk = torch.zeros(1, cfg.chunk_dim)
-    with torch.no_grad():  # no pose moves; the still mode (1) shuts the right gripper by 0.5 (normalized)
-        own = torch.zeros(K - 1, 2)
-        own[0, 1] = -0.5
-        head.dynamics.b2[:, L + S + K * E : L + S + K * E + (K - 1) * 2] = own.flatten()
-        shut = state.clone()
-        shut[13] -= 0.5
-        for draw, expected in ((0.1, state), (0.7, shut)):  # even odds, grippers out of reach: halves
-            nxt = head.step(latent, chunk, draw=torch.tensor([draw]))
-            torch.testing.assert_close(head.decode(nxt)["state"][0], expected.expand(cfg.ensemble, -1))
-        for truth in (state, shut):  # the pose is right in every mode; the openings decide
-            nxt, _ = head.step_supervised(latent, chunk, pose[None], truth[None])
-            torch.testing.assert_close(head.decode(nxt)["state"][0], truth.expand(cfg.ensemble, -1))
-            torch.testing.assert_close(head.decode(nxt)["env_state"][0], pose.expand(cfg.ensemble, -1))
 
 
 def test_relative_actions_read_zero_for_an_arm_holding_still(clips):

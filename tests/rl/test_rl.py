@@ -38,7 +38,7 @@ def world_model_dir(recorded, tmp_path_factory):
     far from the state is not pinned down (commanding the target for 8 frames, it closes 37 % of the gap
     where this head closes 96 %; measured once, by hand)."""
     torch.manual_seed(0)
-    model = WorldModel(WorldModelConfig.tiny(head_carries_state=False))
+    model = WorldModel(WorldModelConfig.tiny(head=dict(carries_state=False)))
     data = ClipDataset(ClipConfig(root=recorded[0].root, cameras=CAMERAS, frame_rate=10, future_frames=3))
     model.set_stats(data.stats)
     clips = [data[i] for i in range(len(data))]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
@@ -163,7 +161,7 @@ def test_a_blind_head_searches_from_proprio_and_the_object_pose_alone(recorded):
     """With a state head that reads no cameras, the search decides from an observation without images (a
     reference world that renders nothing) and departs from the base plan as with cameras."""
     torch.manual_seed(0)
-    blind = WorldModel(WorldModelConfig.tiny(head_reads_cameras=False))
+    blind = WorldModel(WorldModelConfig.tiny(head=dict(reads_cameras=False)))
     blind.set_stats(ClipDataset(ClipConfig(root=recorded[0].root, cameras=("top", "left_wrist"))).stats)
     cfg = SearchConfig(
         num_candidates=8, horizon=2, iterations=1, arm_noise=0.05, pessimism=0.0, deviation_weight=0.0
@@ -322,7 +320,7 @@ def test_follow_up_plays_the_base_on_closed_loop_and_rescores_the_finalists(reco
     """With `followup`, the base plan and the best `followup_top` candidates are scored again with the base
     reacting, in the head, to where each leaves the robot; the base plan is always a finalist."""
     torch.manual_seed(0)  # arms at their commanded targets: the untrained head's imagined joints move
-    model = WorldModel(dataclasses.replace(WorldModelConfig.tiny(), head_arm_targets=True))
+    model = WorldModel(WorldModelConfig.tiny(head=dict(arm_targets=True)))
     model.set_stats(ClipDataset(ClipConfig(root=recorded[0].root, cameras=("top", "left_wrist"))).stats)
     model.eval()
     cfg = SearchConfig(num_candidates=8, horizon=2, iterations=0, followup=2, followup_top=3, arm_noise=0.05)

@@ -13,13 +13,13 @@ from r2s2r.data.reader import ClipConfig, ClipDataset
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.scripts.refine_head import main as refine_main
-from r2s2r.training.head import HeadConfig, head_openloop, refine_head, upgrade_head
+from r2s2r.training.head import HeadTrainConfig, head_openloop, refine_head, upgrade_head
 
 
 @pytest.mark.parametrize("kinematics", [False, True])
 def test_refining_the_head_lowers_its_open_loop_error_and_touches_nothing_else(recorded, kinematics):
     torch.manual_seed(0)
-    model = WorldModel(WorldModelConfig.tiny(head_kinematics=kinematics))
+    model = WorldModel(WorldModelConfig.tiny(head=dict(kinematics=kinematics)))
     data = ClipDataset(ClipConfig(root=recorded[0].root, cameras=("top", "left_wrist"), frame_rate=10))
     model.set_stats(data.stats)
     episodes = [data.episode(ep) for ep in data.episodes]
@@ -29,7 +29,7 @@ def test_refining_the_head_lowers_its_open_loop_error_and_touches_nothing_else(r
     frozen.update({k: v.clone() for k, v in weights.items() if k.startswith("state_head.trunk.")})
     env_out = model.state_head.env_out.weight.detach().clone()
     before = head_openloop(model, episodes, seconds=(0.5,))
-    log = refine_head(model, episodes, HeadConfig(steps=60, batch_size=8, window=4))
+    log = refine_head(model, episodes, HeadTrainConfig(steps=60, batch_size=8, window=4))
     after = head_openloop(model, episodes, seconds=(0.5,))
     assert log[-1]["loss"] < log[0]["loss"]
     # A kinematic head learns its carried modes' odds from few pushes here: after 60 steps on 2 episodes its
@@ -62,10 +62,10 @@ def _start(model, episodes):
 
 
 def test_upgrading_keeps_video_model_judge_and_trunk_and_refining_teaches_the_head_the_pose(recorded):
-    model, episodes = _tiny_on(recorded, head_reads_objects=False, head_carries_state=False)
+    model, episodes = _tiny_on(recorded, head=dict(reads_objects=False, carries_state=False))
     new = upgrade_head(model)
-    assert new.config.head_reads_objects and new.config.head_carries_state
-    assert new.config.differences(model.config).keys() == {"head_reads_objects", "head_carries_state"}
+    assert new.config.head.reads_objects and new.config.head.carries_state
+    assert new.config.differences(model.config).keys() == {"head.reads_objects", "head.carries_state"}
     old_state, new_state = model.state_dict(), new.state_dict()
     kept = [k for k in old_state if not k.startswith("state_head.") or k.startswith("state_head.trunk.")]
     assert all(torch.equal(new_state[k], old_state[k]) for k in kept)
@@ -79,7 +79,7 @@ def test_upgrading_keeps_video_model_judge_and_trunk_and_refining_teaches_the_he
     assert rebuilt and all(torch.equal(again[k], new_state[k]) for k in rebuilt)
     assert not all(torch.equal(other[k], new_state[k]) for k in rebuilt)
     frames, state, env = _start(new, episodes)
-    refine_head(new, episodes, HeadConfig(steps=80, batch_size=16, window=3))
+    refine_head(new, episodes, HeadTrainConfig(steps=80, batch_size=16, window=3))
     head, pose = new.state_head, {}
     with torch.no_grad():
         for seen, mask in (("shown", None), ("hidden", torch.zeros(len(env), dtype=torch.bool))):
@@ -94,12 +94,11 @@ def env_raw(episodes):
     return torch.stack([ep["observation.environment_state"][0] for ep in episodes]).float()
 
 
-@pytest.mark.parametrize("tracks", [False, True])
-def test_a_carried_pose_stays_put_when_the_head_predicts_no_change(tracks):
-    """The carried state is stepped by the predicted change only: zero dynamics output, same pose, and the
-    same proprio, or (`head_tracks_commands`) exactly the last joint target of the last chunk."""
+def test_a_carried_pose_stays_put_when_the_head_predicts_no_change():
+    """The carried state is stepped by the predicted change only: zero dynamics output, same pose and the
+    same proprio."""
     torch.manual_seed(0)
-    cfg = WorldModelConfig.tiny(head_tracks_commands=tracks)
+    cfg = WorldModelConfig.tiny()
     model = WorldModel(cfg)
     stats = {  # actions and proprio normalized differently: a target must be re-read in proprio's terms
         "action": {"mean": torch.full((14,), 0.3), "std": torch.full((14,), 2.0)},
@@ -113,19 +112,17 @@ def test_a_carried_pose_stays_put_when_the_head_predicts_no_change(tracks):
     frames = torch.rand(3, cfg.num_views, 3, cfg.image_height, cfg.image_width) * 2 - 1
     state, env = torch.randn(3, cfg.state_dim), torch.randn(3, cfg.env_state_dim)
     latent = head.encode(frames, state, env)
-    assert latent.shape == (3, head.latent_size) and head.latent_size == cfg.latent_dim + 14 + 7
+    assert latent.shape == (3, head.latent_size) and head.latent_size == cfg.head.latent_dim + 14 + 7
     for _ in range(5):
         chunk = torch.randn(3, cfg.chunk_dim)
         latent = head.step(latent, chunk)
     decoded = head.decode(latent)  # (B,M,·)
-    target = chunk.view(3, cfg.frame_stride, cfg.action_dim)[:, -1] * 2.0 + 0.3  # raw joint targets
-    expected = (target + 0.1) / 0.5 if tracks else state
-    torch.testing.assert_close(decoded["state"], expected[:, None].expand(-1, cfg.ensemble, -1))
-    torch.testing.assert_close(decoded["env_state"], env[:, None].expand(-1, cfg.ensemble, -1))
+    torch.testing.assert_close(decoded["state"], state[:, None].expand(-1, cfg.head.ensemble, -1))
+    torch.testing.assert_close(decoded["env_state"], env[:, None].expand(-1, cfg.head.ensemble, -1))
 
 
 def test_arm_targets_end_each_frame_at_the_commanded_arm_joints_and_switch_on_for_a_saved_head(tmp_path):
-    """`head_arm_targets`: after a step the arm joints are exactly the chunk's last target, re-read in
+    """`head.arm_targets`: after a step the arm joints are exactly the chunk's last target, re-read in
     proprio's normalization; the grippers (6, 13) and the latent are what the same weights give without
     it. It adds no weights: a head saved without it loads with it switched on in config.json."""
     torch.manual_seed(0)
@@ -137,9 +134,10 @@ def test_arm_targets_end_each_frame_at_the_commanded_arm_joints_and_switch_on_fo
     })  # fmt: skip
     model.save_pretrained(tmp_path / "plain")
     config = json.loads((tmp_path / "plain" / "config.json").read_text())
-    assert config["head_arm_targets"] is False
+    assert config["head"]["arm_targets"] is False
     (tmp_path / "arms").mkdir()
-    (tmp_path / "arms" / "config.json").write_text(json.dumps({**config, "head_arm_targets": True}))
+    arms_on = {**config, "head": {**config["head"], "arm_targets": True}}
+    (tmp_path / "arms" / "config.json").write_text(json.dumps(arms_on))
     (tmp_path / "arms" / "model.safetensors").write_bytes(
         (tmp_path / "plain" / "model.safetensors").read_bytes()
     )
@@ -151,12 +149,12 @@ def test_arm_targets_end_each_frame_at_the_commanded_arm_joints_and_switch_on_fo
     with torch.no_grad():
         latent = plain.state_head.encode(frames, state, env)
         a, b = plain.state_head.step(latent, chunk), arms.state_head.step(latent, chunk)
-    L = cfg.latent_dim
+    L = cfg.head.latent_dim
     target = chunk.view(3, cfg.frame_stride, cfg.action_dim)[:, -1] * 2.0 + 0.3  # raw joint targets
     expected = (target + 0.1) / 0.5  # in proprio's normalization
     arm = [i for i in range(14) if i not in (6, 13)]
     torch.testing.assert_close(
-        b[..., L + torch.tensor(arm)], expected[:, None, arm].expand(-1, cfg.ensemble, -1)
+        b[..., L + torch.tensor(arm)], expected[:, None, arm].expand(-1, cfg.head.ensemble, -1)
     )
     assert not torch.allclose(a[..., L + torch.tensor(arm)], b[..., L + torch.tensor(arm)])
     torch.testing.assert_close(b[..., L + 6], a[..., L + 6])  # grippers: as learnt
@@ -179,12 +177,12 @@ def test_encoding_without_a_pose_is_encoding_it_hidden_and_a_wrong_pose_is_refus
     torch.testing.assert_close(none[:, -7:], head.env_out(none[:, : -S - 7]))  # ... or the cameras guess
     with pytest.raises(ValueError, match=r"object pose has shape \(2, 3\), expected \(2, 7\)"):
         head.encode(frames, state, env[:, :3])
-    blind = WorldModel(WorldModelConfig.tiny(head_reads_objects=False, head_carries_state=False)).state_head
+    blind = WorldModel(WorldModelConfig.tiny(head=dict(reads_objects=False, carries_state=False))).state_head
     torch.testing.assert_close(blind.encode(frames, state, env), blind.encode(frames, state))  # ignored
 
 
 def test_refine_head_cli_writes_a_loadable_world_model_with_its_figures(recorded, tmp_path, capsys):
-    model, _ = _tiny_on(recorded, head_reads_objects=False, head_carries_state=False)
+    model, _ = _tiny_on(recorded, head=dict(reads_objects=False, carries_state=False))
     model.save_pretrained(tmp_path / "wm")
     out = tmp_path / "refined"
     argv = [
@@ -195,8 +193,8 @@ def test_refine_head_cli_writes_a_loadable_world_model_with_its_figures(recorded
     printed = capsys.readouterr().out
     assert "refined on 2 episodes" in printed and f"--checkpoint={out}" in printed
     refined = WorldModel.from_pretrained(out)
-    assert refined.config.head_reads_objects and refined.config.head_carries_state  # upgraded on the way
-    assert refined.config.head_kinematics and refined.state_head.modes == 3  # free + carried by each gripper
+    assert refined.config.head.reads_objects and refined.config.head.carries_state  # upgraded on the way
+    assert refined.config.head.kinematics and refined.state_head.modes == 3  # free + carried by each gripper
     figures = json.loads((out / "refine.json").read_text())
     assert set(figures) >= {"before", "after", "after_cameras_only"} and figures["episodes"] == 2
     original = WorldModel.from_pretrained(tmp_path / "wm").state_dict()
@@ -205,25 +203,13 @@ def test_refine_head_cli_writes_a_loadable_world_model_with_its_figures(recorded
     assert "no --data" in capsys.readouterr().err
 
 
-def test_a_config_written_before_todays_head_loads_as_it_was_trained(tmp_path):
-    """Checkpoints saved before `head_reads_objects` existed have heads that read the cameras only."""
-    WorldModelConfig.tiny().save(tmp_path)
-    raw = json.loads((tmp_path / "config.json").read_text())
-    del raw["head_reads_objects"], raw["head_carries_state"], raw["head_kinematics"]
-    (tmp_path / "config.json").write_text(json.dumps(raw))
-    old = WorldModelConfig.load(tmp_path)
-    assert not (old.head_reads_objects or old.head_carries_state or old.head_kinematics)
-    today = WorldModelConfig.tiny()
-    assert today.head_reads_objects and today.head_carries_state and today.head_kinematics
-
-
 def test_pose_modes_are_picked_by_the_episode_draw_and_trained_winner_takes_all():
     """Two pose modes with odds 0.3 / 0.7: a draw below 0.3 follows mode 0, above it mode 1, none the
     likeliest, every member the same mode; in training the mode nearest the truth continues and is scored."""
     torch.manual_seed(0)
-    cfg = WorldModelConfig.tiny(head_pose_modes=2, head_kinematics=False)  # free modes only
+    cfg = WorldModelConfig.tiny(head=dict(pose_modes=2, kinematics=False))  # free modes only
     head = WorldModel(cfg).state_head
-    L, S, E, M = cfg.latent_dim, cfg.state_dim, cfg.env_state_dim, cfg.ensemble
+    L, S, E, M = cfg.head.latent_dim, cfg.state_dim, cfg.env_state_dim, cfg.head.ensemble
     with torch.no_grad():
         head.dynamics.w2.zero_()
         head.dynamics.b2.zero_()

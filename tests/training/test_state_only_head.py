@@ -1,4 +1,4 @@
-"""A state head without cameras (head_reads_cameras=False): it refines on, and imagines from, state-only
+"""A state head without cameras (head.reads_cameras=False): it refines on, and imagines from, state-only
 recordings, ignores images where they are given, and refuses an observation without the object pose."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.policies.policy import PolicyConfig
 from r2s2r.rollout.world_model_env import WorldModelEnv
-from r2s2r.training.head import HeadConfig, RefineConfig, refine_checkpoint, refine_head
+from r2s2r.training.head import HeadTrainConfig, RefineConfig, refine_checkpoint, refine_head
 
 
 @pytest.fixture(scope="module")
@@ -22,9 +22,9 @@ def state_only(tmp_path_factory):
 
 
 def test_a_blind_head_needs_the_object_pose():
-    with pytest.raises(ValueError, match="head_reads_objects=True"):
-        WorldModelConfig.tiny(head_reads_cameras=False, head_reads_objects=False)
-    model = WorldModel(WorldModelConfig.tiny(head_reads_cameras=False))
+    with pytest.raises(ValueError, match="head.reads_objects=True"):
+        WorldModelConfig.tiny(head=dict(reads_cameras=False, reads_objects=False))
+    model = WorldModel(WorldModelConfig.tiny(head=dict(reads_cameras=False)))
     assert not any(k.startswith("state_head.trunk.") for k in model.state_dict())
     with pytest.raises(ValueError, match="needs observation.environment_state"):
         model.state_head.encode(None, torch.zeros(2, model.config.state_dim))
@@ -48,7 +48,7 @@ def test_a_blind_head_ignores_images_and_refines_on_a_state_only_recording(recor
         )
     # every training encoding is shown the pose: nothing else tells a blind head where the object is
     assert bool(model.state_head.sees_objects(64, generator=torch.Generator().manual_seed(0)).all())
-    log = refine_head(model, episodes, HeadConfig(steps=60, batch_size=8, window=4))
+    log = refine_head(model, episodes, HeadTrainConfig(steps=60, batch_size=8, window=4))
     assert log[-1]["loss"] < 0.5 * log[0]["loss"]
 
     env = WorldModelEnv(model, 2, render=False)  # imagines from state and pose, no images
@@ -69,7 +69,7 @@ def test_refine_and_imagined_evaluation_run_on_state_only_recordings(state_only,
     figures = refine_checkpoint(
         RefineConfig(
             checkpoint=ckpt, data=[state_only], heldout=state_only, output_dir=str(tmp_path / "refined"),
-            cameras=False, head=HeadConfig(steps=20, batch_size=8, window=3),
+            cameras=False, head=HeadTrainConfig(steps=20, batch_size=8, window=3),
         )
     )  # fmt: skip
     assert figures["after"]["episodes"] == 2 and "after_cameras_only" not in figures

@@ -266,7 +266,7 @@ def evaluate_imagined(
     mc = model.config
     datasets = []
     for root in cfg.starts:
-        images = cfg.render or mc.head_reads_cameras  # a camera-free head's fast path reads no video
+        images = cfg.render or mc.head.reads_cameras  # a camera-free head's fast path reads no video
         clip = ClipConfig(
             root=root, cameras=mc.cameras, context_frames=1, future_frames=1, read_images=images
         )

@@ -67,7 +67,7 @@ def _setup(cfg: SearchEvalConfig) -> None:
     import r2s2r.robots.aloha  # noqa: F401  (torch and triton before MuJoCo's GL, in a new process too)
 
     model = WorldModel.from_pretrained(cfg.search.checkpoint, device=cfg.search.device)
-    seen = model.config.head_reads_cameras or cfg.search.recheck_top  # a blind head alone needs no frames
+    seen = model.config.head.reads_cameras or cfg.search.recheck_top  # a blind head alone needs no frames
     world = WorldConfig(
         cameras=tuple(model.config.cameras) if seen else (), image_height=model.config.image_height,
         image_width=model.config.image_width, num_envs=cfg.num_envs,

@@ -12,19 +12,59 @@ about an hour, `base()` is sized for one GPU.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from r2s2r.files import atomic_write_text
 
-# Fields added after checkpoints were published, with the value that reproduces what those checkpoints
-# were trained as: a config.json that lacks one loads with this value, not the current default.
-PRE_FIELD_DEFAULTS = {
-    "head_reads_objects": False, "head_carries_state": False, "head_kinematics": False,
-    "head_tracks_commands": False, "head_still_mode": False, "head_mode_grippers": False,
-    "head_arm_targets": False, "head_holds": False, "context_tokens": True, "relative_actions": False,
-    "view_balance": 0.0, "arm_sketch": False, "object_sketch": False,
+CONFIG_VERSION = 2  # written into config.json; files without one are version 1 (flat head fields)
+
+
+@dataclass
+class StateHeadConfig:
+    """The state-dynamics head: what it reads, what its latent carries, and how an imagined step moves it."""
+
+    latent_dim: int = 128  # size of the learnt part of the latent
+    hidden: int = 256  # hidden width of its MLPs
+    ensemble: int = 5  # dynamics members; their disagreement is the uncertainty
+    reads_cameras: bool = True  # encode the views through a conv trunk; False: proprio and object pose only
+    reads_objects: bool = True  # also encode the observed object pose (observation.environment_state)
+    object_dropout: float = 0.25  # training: share of encodings that hide the object pose (cameras only)
+    carries_state: bool = True  # the latent carries normalized proprio and object pose, stepped by changes
+    pose_modes: int = 1  # free object-pose changes predicted per step; one is drawn per imagined episode
+    kinematics: bool = True  # relate the object to each gripper's grasp point; add a "carried by g" mode each
+    still_mode: bool = False  # add a pose mode "the object stays exactly where it is"
+    arm_targets: bool = (
+        False  # imagined frames end with the arm joints at the chunk's last target (no weights)
+    )
+    holds: bool = False  # imagined steps: a closed gripper holding an airborne object keeps it (no weights)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.pose_modes <= 8:
+            raise ValueError(f"head.pose_modes={self.pose_modes} must be in 1..8.")
+        if not 0.0 <= self.object_dropout < 1.0:
+            raise ValueError(f"head.object_dropout={self.object_dropout} must be in [0, 1).")
+        if self.ensemble < 1 or self.latent_dim < 1 or self.hidden < 1:
+            raise ValueError("head.ensemble, head.latent_dim and head.hidden must all be >= 1.")
+
+
+# Version 1 wrote the head's fields flat, under these names.
+V1_HEAD_FIELDS = {
+    "latent_dim": "latent_dim", "head_hidden": "hidden", "ensemble": "ensemble",
+    **{f"head_{name}": name for name in (
+        "reads_cameras", "reads_objects", "object_dropout", "carries_state", "pose_modes", "kinematics",
+        "still_mode", "arm_targets", "holds",
+    )},
 }  # fmt: skip
+# Version-1 fields added after checkpoints were published, with the value that reproduces what those
+# checkpoints were trained as: a version-1 config.json that lacks one loads with this value.
+V1_MISSING_DEFAULTS = {
+    "head_reads_objects": False, "head_carries_state": False, "head_kinematics": False,
+    "head_still_mode": False, "head_arm_targets": False, "head_holds": False, "context_tokens": True,
+    "relative_actions": False, "view_balance": 0.0, "arm_sketch": False, "object_sketch": False,
+}  # fmt: skip
+# Version-1 options that version 2 no longer has: a checkpoint that turned one on cannot be read as it was.
+V1_REMOVED = {"head_tracks_commands": False, "head_mode_grippers": False}
 
 
 @dataclass
@@ -46,101 +86,37 @@ class WorldModelConfig:
     heads: int = 6  # attention heads
     mlp_ratio: float = 4.0  # hidden size of each block's MLP, as a multiple of width
     stack_context: bool = True  # each target patch also reads the same patch of the K context frames
-    # (channel-stacked, as DIAMOND's UNet): "what was here" is local, not left for attention to find
-    joint_tokens: bool = True  # also give every joint's action chunk and proprio its own token in each
-    # frame, so that image patches can attend to the joints they show (adaLN alone is global per frame)
-    context_tokens: bool = False  # the context frames' patches are tokens of the sequence too. False: only
-    # the target frame's patches (each with its stacked context) and every frame's joint tokens attend, a
-    # sequence 2.3x shorter in `small` (228 tokens instead of 516), training 4x faster on the CPU: the context
-    # still reaches every target patch at its own place (needs stack_context), and the rest of the frame
-    # through the target's tokens
-    relative_actions: bool = True  # with joint-target actions (state_dim == action_dim): the denoiser also
-    # reads every chunk's targets relative to the proprio of the frame it leads from, (target - position) in
-    # units of RELATIVE_UNIT action std, next to the absolute targets. An arm whose targets stay where it is
-    # reads as zeros: in absolute (normalized) terms a frame's motion is a tenth of the joints' spread, and
-    # the wrist views of idle arms drifted
-    arm_sketch: bool = True  # with joint-target actions and the robot's MJCF: each target patch also reads
-    # a stick figure of each arm in its view (robots/arm_sketch.py), drawn by forward kinematics from the
-    # joints at the last context frame and from the chunk's last targets, where position-controlled arms
-    # will be: where an arm appears need not be learnt from pixels (`small` at 3,000 steps: +1.4 dB over
-    # copy-last at 1 s in the top view and +1.1 in the left wrist's, on top of view_balance)
-    object_sketch: bool = False  # with arm_sketch and object poses in the data: the sketch also draws each
-    # object's box (the MJCF's free bodies, in the order of observation.environment_state) at the last
-    # context frame and where the state head puts it in the imagined frame (in training: where it really
-    # is, moved by `object_jitter`). The video then shows the cube where the head tracks it, and the judge,
-    # which reads the video, sees the handover the head predicts
-    object_jitter: float = 0.01  # training only: std in metres of one random shift of both object boxes of
-    # a sample, so the denoiser learns to draw the object near, not exactly at, the head's guess (its error
-    # is 1-3 cm over 6 s), reading the context frames for the rest
-    view_balance: float = 1.0  # training only: each view's share of the denoising loss is scaled by its
-    # typical squared change per frame to the power -view_balance (running mean over batches, weights
-    # averaging 1). 0: every pixel counts alike, and the wrist views, whose frames change 10x more than the
-    # top view's, take 95 % of the gradient; 1: every view's error counts relative to its own change, as
-    # PSNR gains over copy-last-frame do (`small` at 3,000 steps: top view +1.1 dB at 1 s, left wrist -0.3)
+    # (channel-stacked, as DIAMOND's UNet)
+    joint_tokens: bool = True  # every joint's action chunk and proprio is a token of each frame too, so
+    # image patches can attend to the joints they show (adaLN alone is global per frame)
+    context_tokens: bool = False  # the context frames' patches are tokens too; False: only the target's
+    # patches (each stacked with its context) and every frame's joint tokens, a sequence 2.3x shorter
+    relative_actions: bool = True  # joint-target actions: also read each target relative to the proprio of
+    # the frame it leads from, in units of RELATIVE_UNIT action std
+    arm_sketch: bool = True  # joint-target actions: each target patch also reads stick figures of the arms
+    # (robots/arm_sketch.py) at the last context frame and at the chunk's last targets
+    object_sketch: bool = False  # with arm_sketch: the sketch also draws each object's box, at the last
+    # context frame and where the state head puts it in the imagined frame
+    object_jitter: float = 0.01  # training only: std (m) of a random shift of the sketched object boxes
+    view_balance: float = 1.0  # training only: each view's loss share is scaled by its running squared change
+    # per frame to the power -view_balance (0: every pixel counts alike)
     context_noise: float = 0.2  # max noise level put on context frames in training (robust rollouts)
-    mean_fraction: float = 0.5  # share of training samples at pure noise: the conditional mean, which
-    # few-step sampling starts from, is learnt directly instead of from the logit-normal's thin tail
+    mean_fraction: float = 0.5  # share of training samples at pure noise, where the conditional mean that
+    # one-step sampling reads is learnt
     predict_delta: bool = True  # denoise the change from the last context frame: standing still is free
     delta_scale: float = 0.25  # the change (pixels in [-1,1]) is divided by this so its spread is near 1
     data_std: float = 0.5  # typical spread of what is generated, for the denoiser's preconditioning
-    sampling_steps: int = 1  # flow-matching Euler steps per imagined frame. 1 reads the conditional mean that
-    # the pure-noise share of training (mean_fraction) teaches: `small`'s open loop on 32 held-out episodes
-    # scored 27.1 / 18.6 / 19.7 dB at 1 s (top / left / right wrist) and 94 % outcome agreement with 1 step,
-    # 21.8 / 17.2 / 17.4 dB and 81 % with 6 (each step adds sampling noise the model never learnt to remove)
-    latent_dim: int = 128  # state-dynamics head: size of the compact latent
-    head_hidden: int = 256  # state-dynamics head: hidden width of its MLPs
-    ensemble: int = 5  # state-dynamics head: members whose disagreement is the uncertainty
+    sampling_steps: int = 1  # flow-matching Euler steps per imagined frame (1 reads the conditional mean)
     reward_levels: int = 5  # staged reward values 0..reward_levels-1 (transfer-cube: 0..4)
-    head_reads_objects: bool = True  # the head's encoder also reads the observed object pose
-    # (observation.environment_state) where an observation has it: an imagined episode then starts from
-    # where the cube really is instead of from what 48x64 pixels say (cm off), which decides grasps
-    head_object_dropout: float = 0.25  # share of training encodings that hide the object pose, so the head
-    # still starts well from cameras alone (a robot without a pose estimate)
-    head_carries_state: bool = True  # the head's latent carries the normalized proprio and object pose
-    # explicitly, stepped by predicted changes (a still cube stays exactly where it was), instead of
-    # squeezing them through a normalized latent and reading them back out
-    head_pose_modes: int = 1  # with a carried pose: how many alternative pose changes the head predicts
-    # per step (2: e.g. carried along by the gripper or left behind), one picked per imagined episode by
-    # the predicted odds, instead of one change that averages them
-    head_kinematics: bool = True  # with a carried pose: the head relates the object to each gripper's
-    # grasp point (forward kinematics of the robot's MJCF, robots/kinematics.py): it reads where the cube is
-    # in every gripper's frame, and besides its free pose changes it predicts "carried rigidly by gripper g"
-    # (one more pose mode per gripper, picked by the predicted odds), so a held cube moves with the fingers
-    # instead of lagging behind them
-    head_still_mode: bool = False  # with a carried pose: one more pose mode, "the object stays exactly where
-    # it is" (no learnt change), picked by the predicted odds like the others: a cube nobody touches does not
-    # jitter (the free change drifted it ~1 cm per imagined frame). Off by default: it ranked the zoo worse
-    head_mode_grippers: bool = False  # with several pose modes: each mode after the first also predicts the
-    # gripper openings, so "stopped at the cube's width, carried" is one outcome where one shared opening
-    # averaged "held" and "shut on air" (closed on air, the imagined fingers stopped at half width, which the
-    # head read as a grasp). Off by default: it ranked the zoo worse (benchmarks/head.py)
-    head_tracks_commands: bool = False  # with carried proprio and actions that are joint targets (as
-    # state_dim == action_dim): the next proprio is predicted as the chunk's last commanded target plus a
-    # learnt change (position-controlled joints track their targets), not as the last proprio plus one.
-    # Off by default: the last target alone lands half as far from the next grasp point as the kinematic
-    # head's own guess (0.6 vs 1.2 cm), but the head trained with it ranked the zoo worse (benchmarks/head.py)
-    head_arm_targets: bool = False  # with carried proprio and joint-target actions: every imagined frame ends
-    # with the arm joints exactly at the chunk's last commanded target, nothing learnt (the grippers still
-    # learn theirs: one shut on a cube stops at its width). Position-controlled arms reach their targets
-    # within a frame: 0.3 cm at the grasp point in the recordings, where the learnt change drifted 1.2-1.5
-    # cm, as much as the grasp offsets that decide whether a lift holds. Weights are unchanged by it, so it
-    # can be switched on for a trained head (config.json)
-    head_holds: bool = False  # kinematic head, imagined steps: a hold is a hold. A cube in mid-air within
-    # reach of a closed gripper that does not open in the frame stays in that hand (its carried mode is
-    # taken whatever the odds: the rule the training labels follow), and a carried cube moves rigidly with
-    # its gripper, within the labels' CARRY_TOLERANCE. Without it an episode's one draw loses a held cube at
-    # the first frame whose odds of "free" rise above it, and the carried modes' learnt change, unconstrained
-    # outside the frames they won, moved lifted cubes centimetres off the fingers. No weights: it can be
-    # switched on for a trained head (config.json)
-    head_reads_cameras: bool = True  # the head's encoder reads the views through its conv trunk. False: a
-    # head over proprio and the observed object pose only (it needs observation.environment_state), which
-    # refines and evaluates on state-only recordings (no video rendered or decoded), 100x cheaper to record
+    head: StateHeadConfig = field(default_factory=StateHeadConfig)  # the state-dynamics head
     judge_width: int = 32  # success/reward judge: channels of its first conv layer
     state_loss_weight: float = 1.0  # weight of the state-dynamics head's loss in the total
     judge_loss_weight: float = 0.5  # weight of the judge's loss in the total
 
     def __post_init__(self) -> None:
         self.cameras = tuple(self.cameras)
+        if isinstance(self.head, dict):
+            self.head = StateHeadConfig(**self.head)
         if not self.cameras:
             raise ValueError("cameras is empty; the world model needs at least one view.")
         for side in ("image_height", "image_width"):
@@ -160,8 +136,8 @@ class WorldModelConfig:
             )
         if self.width % self.heads:
             raise ValueError(f"width={self.width} must be divisible by heads={self.heads}.")
-        if self.context_frames < 1 or self.frame_stride < 1 or self.ensemble < 1 or self.sampling_steps < 1:
-            raise ValueError("context_frames, frame_stride, ensemble and sampling_steps must all be >= 1.")
+        if self.context_frames < 1 or self.frame_stride < 1 or self.sampling_steps < 1:
+            raise ValueError("context_frames, frame_stride and sampling_steps must all be >= 1.")
         if not 0.0 <= self.context_noise < 1.0:
             raise ValueError(f"context_noise={self.context_noise} must be in [0, 1).")
         if self.arm_sketch and self.state_dim != self.action_dim:  # the targets are drawn as joints
@@ -180,15 +156,11 @@ class WorldModelConfig:
             raise ValueError(f"view_balance={self.view_balance} must be in [0, 2].")
         if not 0.0 <= self.mean_fraction <= 1.0:
             raise ValueError(f"mean_fraction={self.mean_fraction} must be in [0, 1].")
-        if not 1 <= self.head_pose_modes <= 8:
-            raise ValueError(f"head_pose_modes={self.head_pose_modes} must be in 1..8.")
-        if not self.head_reads_cameras and not (self.head_reads_objects and self.env_state_dim > 0):
+        if not self.head.reads_cameras and not (self.head.reads_objects and self.env_state_dim > 0):
             raise ValueError(
-                "head_reads_cameras=False leaves the state head blind to the object: it needs "
-                "head_reads_objects=True and env_state_dim > 0 (an observed object pose)."
+                "head.reads_cameras=False leaves the state head blind to the object: it needs "
+                "head.reads_objects=True and env_state_dim > 0 (an observed object pose)."
             )
-        if not 0.0 <= self.head_object_dropout < 1.0:
-            raise ValueError(f"head_object_dropout={self.head_object_dropout} must be in [0, 1).")
 
     # ------------------------------------------------------------------ derived
     @property
@@ -244,10 +216,10 @@ class WorldModelConfig:
         """Tests: 2 views of 32x32, 2 layers of width 32; a forward pass takes milliseconds."""
         base = dict(
             cameras=("top", "left_wrist"), image_height=32, image_width=32, patch_size=8, width=32, depth=2,
-            heads=2, latent_dim=32, head_hidden=64, ensemble=3, judge_width=8, sampling_steps=2,
-            frame_stride=5, mean_fraction=0.25,
+            heads=2, judge_width=8, sampling_steps=2, frame_stride=5, mean_fraction=0.25,
+            head=dict(latent_dim=32, hidden=64, ensemble=3),
         )  # fmt: skip
-        return cls(**{**base, **overrides})
+        return cls._preset(base, overrides)
 
     @classmethod
     def small(cls, **overrides) -> WorldModelConfig:
@@ -257,16 +229,25 @@ class WorldModelConfig:
         actions do is a larger part of each training target, and a 1 s rollout is 5 frames, not 10. Half
         the training samples sit at pure noise: one-step sampling, the default for evaluation, reads
         exactly that prediction."""
-        return cls(**overrides)
+        return cls._preset({}, overrides)
 
     @classmethod
     def base(cls, **overrides) -> WorldModelConfig:
         """One GPU: 3 views of 96x128 (the recordings' size), 12 layers of width 512."""
         base = dict(
-            image_height=96, image_width=128, patch_size=8, width=512, depth=12, heads=8, latent_dim=256,
-            head_hidden=512, judge_width=64,
+            image_height=96, image_width=128, patch_size=8, width=512, depth=12, heads=8, judge_width=64,
+            head=dict(latent_dim=256, hidden=512),
         )  # fmt: skip
-        return cls(**{**base, **overrides})
+        return cls._preset(base, overrides)
+
+    @classmethod
+    def _preset(cls, base: dict, overrides: dict) -> WorldModelConfig:
+        """`base` with `overrides`: a `head` dict merges into the preset's head field by field, a
+        StateHeadConfig replaces it."""
+        head = overrides.get("head", {})
+        if not isinstance(head, StateHeadConfig):
+            head = {**base.get("head", {}), **head}
+        return cls(**{**base, **overrides, "head": head})
 
     # ------------------------------------------------------------------ io
     def to_dict(self) -> dict:
@@ -275,7 +256,8 @@ class WorldModelConfig:
         return d
 
     def save(self, directory: str | Path) -> None:
-        atomic_write_text(Path(directory, "config.json"), json.dumps(self.to_dict(), indent=2))
+        text = json.dumps({"config_version": CONFIG_VERSION, **self.to_dict()}, indent=2)
+        atomic_write_text(Path(directory, "config.json"), text)
 
     @classmethod
     def load(cls, directory: str | Path) -> WorldModelConfig:
@@ -285,17 +267,40 @@ class WorldModelConfig:
                 f"no config.json in {directory}; point at a directory written by save_pretrained."
             )
         raw = json.loads(path.read_text())
+        version = raw.pop("config_version", 1)
+        if version > CONFIG_VERSION:
+            raise ValueError(f"{path} is config version {version}, newer than this r2s2r's; upgrade r2s2r.")
+        if version == 1:
+            raw = upgrade_v1(raw, path)
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
+        head_known = {f.name for f in fields(StateHeadConfig)}
+        unknown = sorted(set(raw) - known) + [
+            f"head.{k}" for k in sorted(set(raw.get("head", {})) - head_known)
+        ]
         if unknown:
             raise ValueError(
                 f"{path} has fields {unknown} this version of r2s2r does not know; upgrade r2s2r or retrain."
             )
-        for name, before in PRE_FIELD_DEFAULTS.items():  # files older than a field: its old behaviour
-            raw.setdefault(name, before)
         return cls(**raw)
 
     def differences(self, other: WorldModelConfig) -> dict[str, tuple]:
-        """Fields whose values differ: name -> (self's value, other's value)."""
-        a, b = self.to_dict(), other.to_dict()
+        """Fields whose values differ, head fields as `head.<name>`: name -> (self's value, other's value)."""
+        a, b = _flat(self.to_dict()), _flat(other.to_dict())
         return {k: (a[k], b[k]) for k in a if a[k] != b[k]}
+
+
+def _flat(d: dict) -> dict:
+    return {**{k: v for k, v in d.items() if k != "head"}, **{f"head.{k}": v for k, v in d["head"].items()}}
+
+
+def upgrade_v1(raw: dict, path: Path) -> dict:
+    """A version-1 config (flat head fields, some absent in older files) as version 2's fields."""
+    raw = {**V1_MISSING_DEFAULTS, **raw}
+    for name, kept in V1_REMOVED.items():
+        if raw.pop(name, kept) != kept:
+            raise ValueError(
+                f"{path} turns on {name}, an option r2s2r no longer has; refine a new head from this "
+                "checkpoint with r2s2r-refine-head, or run it with r2s2r 0.1."
+            )
+    head = {new: raw.pop(old) for old, new in V1_HEAD_FIELDS.items() if old in raw}
+    return {**raw, "head": head}

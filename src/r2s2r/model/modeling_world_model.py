@@ -344,5 +344,5 @@ class WorldModel(nn.Module):
                 f"the weights in {weights} do not fit its config.json ({first}); the files come from "
                 "different models: re-save the checkpoint or retrain."
             ) from None
-        model.state_head.set_scales(model)  # the head's unsaved scales (head_arm_targets)
+        model.state_head.set_scales(model)  # the head's unsaved scales (head.arm_targets)
         return model.to(device)

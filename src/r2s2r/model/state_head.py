@@ -1,7 +1,7 @@
 """The state-dynamics head (fast path) and the success/reward judge (reads frames).
 
 State-dynamics head: encodes one real observation (all views at model resolution + proprio, and the object
-pose where the observation has it and `head_reads_objects` is on) into a compact latent, then rolls that
+pose where the observation has it and `head.reads_objects` is on) into a compact latent, then rolls that
 latent forward one model frame per action chunk with an ensemble of small MLPs, never decoding pixels. From
 any latent it predicts the proprio, the object state (where the data has it), the staged reward and success.
 Thousands of candidate action chunks roll out in one batched call; the spread of the ensemble members is the
@@ -56,11 +56,11 @@ class StateDynamicsHead(nn.Module):
     def __init__(self, cfg: WorldModelConfig):
         super().__init__()
         self.cfg = cfg
-        L, H = cfg.latent_dim, cfg.head_hidden
-        self.reads_cameras = cfg.head_reads_cameras
+        L, H = cfg.head.latent_dim, cfg.head.hidden
+        self.reads_cameras = cfg.head.reads_cameras
         self.trunk = conv_trunk(cfg.judge_width) if self.reads_cameras else None  # shared by all views
         self.state_in = nn.ModuleDict({cfg.robot: nn.Linear(cfg.state_dim, H)})
-        self.reads_objects = cfg.head_reads_objects and cfg.env_state_dim > 0
+        self.reads_objects = cfg.head.reads_objects and cfg.env_state_dim > 0
         if self.reads_objects:  # the object pose and a flag saying whether it was observed at all
             self.env_in = nn.Linear(cfg.env_state_dim + 1, H)
         self.encoder = nn.Sequential(
@@ -70,20 +70,20 @@ class StateDynamicsHead(nn.Module):
         )
         self.latent_norm = nn.LayerNorm(L)  # keeps long latent rollouts bounded (no drift to infinity)
         self.chunk_in = nn.ModuleDict({cfg.robot: nn.Linear(cfg.chunk_dim, H)})
-        # With `head_carries_state` the latent is [z (L), proprio (S), object pose (E)]: the normalized
+        # With `head.carries_state` the latent is [z (L), proprio (S), object pose (E)]: the normalized
         # state is carried explicitly and stepped by predicted changes, so "nothing moved" is the default.
-        self.carried = cfg.state_dim + cfg.env_state_dim if cfg.head_carries_state else 0
+        self.carried = cfg.state_dim + cfg.env_state_dim if cfg.head.carries_state else 0
         C = self.carried
-        # With `head_pose_modes` K > 1, the object pose's change is one of K predicted changes (e.g. carried
+        # With `head.pose_modes` K > 1, the object pose's change is one of K predicted changes (e.g. carried
         # along by the gripper, or left behind), picked per imagined episode by the predicted odds.
-        self.modes = cfg.head_pose_modes if C and cfg.env_state_dim else 1
+        self.modes = cfg.head.pose_modes if C and cfg.env_state_dim else 1
         self.free_modes = self.modes  # the first modes; the still one and the carried ones follow
-        # With `head_still_mode`, the next mode keeps the object exactly where it is (its change is not used).
-        self.still = bool(cfg.head_still_mode and C and cfg.env_state_dim)
+        # With `head.still_mode`, the next mode keeps the object exactly where it is (its change is not used).
+        self.still = bool(cfg.head.still_mode and C and cfg.env_state_dim)
         self.modes += self.still
-        # With `head_kinematics`, the object is also related to each gripper's grasp point: its position in
+        # With `head.kinematics`, the object is also related to each gripper's grasp point: its position in
         # every gripper's frame is an input, and one more mode per gripper moves it rigidly with that gripper.
-        self.kinematic = bool(cfg.head_kinematics and C and cfg.env_state_dim >= 3)
+        self.kinematic = bool(cfg.head.kinematics and C and cfg.env_state_dim >= 3)
         relations = 0
         if self.kinematic:
             from r2s2r.robots.kinematics import GraspKinematics
@@ -99,19 +99,15 @@ class StateDynamicsHead(nn.Module):
             moves = torch.ones(self.modes, 1)
             moves[self.free_modes] = 0.0
             self.register_buffer("mode_moves", moves, persistent=False)
-        # With `head_tracks_commands` the next proprio starts from the chunk's last joint target.
-        self.tracks = bool(cfg.head_tracks_commands and C and cfg.state_dim == cfg.action_dim)
-        # Normalization, to read joints in radians, the pose in metres, commands as proprio (set_scales).
-        scales = {"joint": cfg.state_dim} if self.kinematic or self.tracks else {}
-        scales |= {"pose": cfg.env_state_dim} if self.kinematic else {}
-        scales |= {"command": cfg.action_dim} if self.tracks else {}
+        # Normalization, to read joints in radians and the pose in metres (set_scales).
+        scales = {"joint": cfg.state_dim, "pose": cfg.env_state_dim} if self.kinematic else {}
         for name, dim in scales.items():
             self.register_buffer(f"{name}_mean", torch.zeros(dim))
             self.register_buffer(f"{name}_std", torch.ones(dim))
-        # With `head_arm_targets` the arm joints end each frame at their last target. It adds no weights,
+        # With `head.arm_targets` the arm joints end each frame at their last target. It adds no weights,
         # so a trained head can switch it on: the scales it needs beyond the saved ones are not saved (the
         # model re-copies them from its own normalization when it loads).
-        self.arm_targets = bool(cfg.head_arm_targets and C and cfg.state_dim == cfg.action_dim)
+        self.arm_targets = bool(cfg.head.arm_targets and C and cfg.state_dim == cfg.action_dim)
         if self.arm_targets:
             from r2s2r.robots.spec import robot_spec
 
@@ -122,16 +118,8 @@ class StateDynamicsHead(nn.Module):
                 if name not in scales:
                     self.register_buffer(f"{name}_mean", torch.zeros(dim), persistent=False)
                     self.register_buffer(f"{name}_std", torch.ones(dim), persistent=False)
-        # With `head_mode_grippers` each mode after the first also predicts its own gripper openings.
-        self.mode_grippers = bool(cfg.head_mode_grippers and self.modes > 1)
-        if self.mode_grippers:
-            from r2s2r.robots.spec import robot_spec
-
-            index = torch.tensor(robot_spec(cfg.robot).gripper_indices)
-            self.register_buffer("gripper_index", index, persistent=False)
-        G_ = self.gripper_index.numel() if self.mode_grippers else 0
-        extra = (self.modes - 1) * (cfg.env_state_dim + G_) + (self.modes if self.modes > 1 else 0)
-        self.dynamics = EnsembleMLP(cfg.ensemble, L + C + H + relations, H, L + C + extra)
+        extra = (self.modes - 1) * cfg.env_state_dim + (self.modes if self.modes > 1 else 0)
+        self.dynamics = EnsembleMLP(cfg.head.ensemble, L + C + H + relations, H, L + C + extra)
         with torch.no_grad():  # an untrained head predicts "nothing moves" for the carried state
             self.dynamics.w2[..., L:].zero_()
         if not C:
@@ -143,12 +131,12 @@ class StateDynamicsHead(nn.Module):
     @property
     def feature_width(self) -> int:
         """Width of the camera trunk's features of one observation (all views); 0 for a blind head."""
-        return self.cfg.num_views * 4 * self.cfg.judge_width if self.cfg.head_reads_cameras else 0
+        return self.cfg.num_views * 4 * self.cfg.judge_width if self.cfg.head.reads_cameras else 0
 
     @property
     def latent_size(self) -> int:
         """Width of the latent `encode` returns and `step` rolls: latent_dim, plus the carried state."""
-        return self.cfg.latent_dim + self.carried
+        return self.cfg.head.latent_dim + self.carried
 
     def encode(
         self,
@@ -168,7 +156,7 @@ class StateDynamicsHead(nn.Module):
             return state.new_zeros(state.shape[0], 0)
         if images is None:
             raise ValueError(
-                "this state head reads cameras (head_reads_cameras=True): the observation needs images."
+                "this state head reads cameras (head.reads_cameras=True): the observation needs images."
             )
         B = images.shape[0]
         return self.trunk(images.flatten(0, 1)).reshape(B, -1)
@@ -186,7 +174,7 @@ class StateDynamicsHead(nn.Module):
         if self.reads_objects:
             if env is None and not self.reads_cameras:
                 raise ValueError(
-                    "this state head reads no cameras (head_reads_cameras=False): every observation it "
+                    "this state head reads no cameras (head.reads_cameras=False): every observation it "
                     "starts from needs observation.environment_state (the object pose)."
                 )
             if env is None:
@@ -212,22 +200,22 @@ class StateDynamicsHead(nn.Module):
     def camera_guess(self, latent: torch.Tensor) -> torch.Tensor:
         """The normalized object pose (...,E) the cameras alone suggest for an encoded latent. Trained on
         every encoding, shown pose or not, so it is ready when an observation has none."""
-        return self.env_out(latent[..., : self.cfg.latent_dim])
+        return self.env_out(latent[..., : self.cfg.head.latent_dim])
 
     def sees_objects(
         self, batch_size: int, device: torch.device | str = "cpu", generator: torch.Generator | None = None
     ) -> torch.Tensor | None:
-        """Training: which encodings see the object pose (B,) bool; `head_object_dropout` of them do not."""
+        """Training: which encodings see the object pose (B,) bool; `head.object_dropout` of them do not."""
         if not self.reads_objects:
             return None
         if not self.reads_cameras:  # nothing else tells it where the object is: always shown
             return torch.ones(batch_size, dtype=torch.bool, device=device)
-        return (torch.rand(batch_size, generator=generator) >= self.cfg.head_object_dropout).to(device)
+        return (torch.rand(batch_size, generator=generator) >= self.cfg.head.object_dropout).to(device)
 
     def set_scales(self, source: nn.Module) -> None:
         """Copy the world model's normalization (`source.{state,env,action}_{mean,std}`) into the buffers this
-        head reads: a kinematic head needs joints in radians and the pose in metres, a tracking head the
-        commands in proprio's normalization."""
+        head reads: a kinematic head needs joints in radians and the pose in metres, one with `arm_targets`
+        the commands in proprio's normalization."""
         for mine, theirs in (("joint", "state"), ("pose", "env"), ("command", "action")):
             if hasattr(self, f"{mine}_mean"):
                 getattr(self, f"{mine}_mean").copy_(getattr(source, f"{theirs}_mean"))
@@ -238,7 +226,7 @@ class StateDynamicsHead(nn.Module):
         position (...,3) (metres, world frame) and that position in each gripper's frame (...,G,3)."""
         if self._memo is not None and self._memo[0] is latent:  # decode(latent), then step(latent)
             return self._memo[1]
-        L, S = self.cfg.latent_dim, self.cfg.state_dim
+        L, S = self.cfg.head.latent_dim, self.cfg.state_dim
         joints = latent[..., L : L + S] * self.joint_std + self.joint_mean
         position = (latent[..., L + S :] * self.pose_std + self.pose_mean)[..., :3]
         point, rot = self.fk(joints)
@@ -261,32 +249,28 @@ class StateDynamicsHead(nn.Module):
         imagined: bool = False,
     ):
         """latent (B,M,·) -> next z (B,M,L), next carried state without the pose (B,M,S), candidate next
-        poses (B,M,K,E), their logits (B,M,K) (None for one mode) and, with `head_mode_grippers`, each
-        mode's gripper openings (B,M,K,n) (else None); carried parts None without them.
+        poses (B,M,K,E) and their logits (B,M,K) (None for one mode); carried parts None without them.
 
         A kinematic head's last G candidates start from the object moved rigidly with gripper g (its position
         in g's frame kept; orientation as the free modes'), the others from where it is; the still mode (after
         the free ones) is where it is, unchanged. `carry_state` (B,S), normalized: the joints to carry it with
         (training: the true next proprio; default: the head's own prediction). `imagined`: a step of
-        imagination, where `head_holds` keeps a carried object within CARRY_TOLERANCE of its rigid motion."""
+        imagination, where `head.holds` keeps a carried object within CARRY_TOLERANCE of its rigid motion."""
         action = F.silu(self.chunk_in[self.cfg.robot](chunk))[:, None].expand(
             -1, latent.shape[1], -1
         )  # (B,M,H)
         inputs = [latent, action] + ([self.relations(latent)] if self.kinematic else [])
         change = self.dynamics(torch.cat(inputs, dim=-1))
-        L, S, E, K = self.cfg.latent_dim, self.cfg.state_dim, self.cfg.env_state_dim, self.modes
+        L, S, E, K = self.cfg.head.latent_dim, self.cfg.state_dim, self.cfg.env_state_dim, self.modes
         z = self.latent_norm(latent[..., :L] + change[..., :L])
         if not self.carried:
-            return z, None, None, None, None
-        state = latent[..., L : L + S]
-        if self.tracks:  # position-controlled joints end the frame near their last target
-            state = self._last_target(chunk)[:, None].expand_as(state)
-        before, state = state, state + change[..., L : L + S]
+            return z, None, None, None
+        state = latent[..., L : L + S] + change[..., L : L + S]
         if self.arm_targets:  # the arms end the frame at their last target; the grippers as learnt
             arms = self._last_target(chunk)[:, None].index_select(-1, self.arm_index)
             state = state.index_copy(-1, self.arm_index, arms.expand(*state.shape[:-1], -1))
         if not E:
-            return z, state, None, None, None
+            return z, state, None, None
         base = latent[..., None, L + S :].expand(*latent.shape[:-1], K, E)
         if self.kinematic:
             rel = self._grasp(latent)[3]  # (B,M,G,3)
@@ -297,27 +281,16 @@ class StateDynamicsHead(nn.Module):
             F_ = self.modes - carried.shape[-2]  # the carried modes are the last G
             base = torch.cat([base[..., :F_, :], torch.cat([carried, base[..., F_:, 3:]], dim=-1)], dim=-2)
         moved = change[..., L + S : L + S + K * E].unflatten(-1, (K, E))
-        if self.kinematic and self.cfg.head_holds and imagined:
+        if self.kinematic and self.cfg.head.holds and imagined:
             moved = self._rigid_holds(moved)
         poses = base + (moved * self.mode_moves if self.still else moved)
         logits = change[..., -K:] if K > 1 else None
-        grips = None
-        if self.mode_grippers:  # mode 0 keeps the shared prediction; the others open or shut on their own
-            own = change[..., L + S + K * E : -K].unflatten(-1, (K - 1, -1))  # (B,M,K-1,n)
-            shared, start = state[..., self.gripper_index], before[..., self.gripper_index]  # (B,M,n)
-            grips = torch.cat([shared[..., None, :], start[..., None, :] + own], dim=-2)
-        return z, state, poses, logits, grips
+        return z, state, poses, logits
 
     def _last_target(self, chunk: torch.Tensor) -> torch.Tensor:
         """The chunk's (B,C) last commanded joint targets (B,S), in proprio's normalization."""
         last = chunk.unflatten(-1, (self.cfg.frame_stride, -1))[:, -1]
         return (last * self.command_std + self.command_mean - self.joint_mean) / self.joint_std
-
-    def _with_grips(self, state: torch.Tensor, grips: torch.Tensor | None, pick: torch.Tensor):
-        """The state (B,M,S) with the picked mode's gripper openings (grips (B,M,K,n), pick (B,M))."""
-        if grips is None:
-            return state
-        return state.index_copy(-1, self.gripper_index, _take(grips, pick))
 
     def step(
         self, latent: torch.Tensor, chunk: torch.Tensor, draw: torch.Tensor | None = None
@@ -330,8 +303,8 @@ class StateDynamicsHead(nn.Module):
         the frame farther than CARRY_REACH from its grasp point (the odds alone gave a cube in the right hand
         a third of a chance of leaving with the distant left one as it started to move)."""
         if latent.dim() == 2:
-            latent = latent[:, None].expand(-1, self.cfg.ensemble, -1)  # (B,M,L)
-        z, state, poses, logits, grips = self._step_parts(latent, chunk, imagined=True)
+            latent = latent[:, None].expand(-1, self.cfg.head.ensemble, -1)  # (B,M,L)
+        z, state, poses, logits = self._step_parts(latent, chunk, imagined=True)
         if state is None:
             return z
         if poses is None:
@@ -350,11 +323,10 @@ class StateDynamicsHead(nn.Module):
         else:
             cdf = odds.cumsum(-1)
             pick = (cdf <= draw.to(cdf)[:, None, None]).sum(-1).clamp_max(self.modes - 1)
-        if self.cfg.head_holds and self.kinematic:
+        if self.cfg.head.holds and self.kinematic:
             held, holder = self._holder(latent, state)  # (B,) whether a gripper holds the cube, which one
             pick = torch.where(held[:, None], self.modes - self.fk.num_grippers + holder[:, None], pick)
         pick = pick.expand(-1, latent.shape[1])  # (B,M)
-        state = self._with_grips(state, grips, pick)
         pose = _take(poses, pick)
         if self.kinematic:
             pose = self._on_table(latent, pose)
@@ -362,7 +334,7 @@ class StateDynamicsHead(nn.Module):
 
     def _holds(self, height: torch.Tensor, reach: torch.Tensor, opening: torch.Tensor) -> torch.Tensor:
         """Where a gripper holds the object through a frame whatever it did (the labels' rule, `carried_by`,
-        and imagination's, `head_holds`): the object starts it more than CARRY_AIRBORNE above the table
+        and imagination's, `head.holds`): the object starts it more than CARRY_AIRBORNE above the table
         (`height`, m), within CARRY_REACH of that gripper's grasp point (`reach`, m), and the gripper opens by
         no more than CARRY_RELEASE of its range (`opening`)."""
         airborne = height - self.fk.table_top > self.CARRY_AIRBORNE
@@ -372,7 +344,7 @@ class StateDynamicsHead(nn.Module):
         """Whether a gripper holds the object through this frame (B,) bool, and which (B,) (the nearest such):
         `_holds` on the members' means, and the gripper starts the frame closed (below HOLD_CLOSED).
         `latent` (B,M,·): the frame's start; `state` (B,M,S): its predicted end."""
-        L, S = self.cfg.latent_dim, self.cfg.state_dim
+        L, S = self.cfg.head.latent_dim, self.cfg.state_dim
         _, _, position, rel = self._grasp(latent)
         raw = lambda x: x * self.joint_std + self.joint_mean  # noqa: E731
         start, end = raw(latent[..., L : L + S])[..., self.grippers], raw(state)[..., self.grippers]
@@ -412,7 +384,7 @@ class StateDynamicsHead(nn.Module):
         xy = torch.where(landed[..., None], start[..., :2], pose[..., :2])
         return torch.cat([xy, ((z - mean[2]) / std[2])[..., None], pose[..., 3:]], dim=-1)
 
-    HOLD_CLOSED = 0.8  # opening (0..1) a gripper must start a frame below to hold (head_holds; a cube: ~0.6)
+    HOLD_CLOSED = 0.8  # opening (0..1) a gripper must start a frame below to hold (head.holds; a cube: ~0.6)
     LANDING = 0.015  # m below its resting height an object must be predicted to sink to have hit the table
 
     # m: a gripper carries an object only from within this of its grasp point (imagined steps). Recorded
@@ -434,9 +406,7 @@ class StateDynamicsHead(nn.Module):
         next_state: torch.Tensor | None = None,
         before: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Training: one step ahead (B,M,·) and the pose loss (B,M) against the true next pose env (B,E);
-        with `head_mode_grippers` and the true next normalized state `next_state` (B,S), each mode is scored
-        on its pose and its gripper openings together (the loss then holds the winner's gripper error too).
+        """Training: one step ahead (B,M,·) and the pose loss (B,M) against the true next pose env (B,E).
 
         With several modes, the mode nearest the truth is scored and continues the unroll (winner takes
         all, `WTA_SPREAD` to the other free modes; a gripper's carried mode learns only where it won, as it
@@ -444,7 +414,7 @@ class StateDynamicsHead(nn.Module):
         true normalized (state, pose) of the frame the step starts from, tells from the data alone which
         gripper carried the object (`carried_by`); without it, the carried candidates' own error does."""
         if latent.dim() == 2:
-            latent = latent[:, None].expand(-1, self.cfg.ensemble, -1)
+            latent = latent[:, None].expand(-1, self.cfg.head.ensemble, -1)
         if env is None or self.modes == 1:
             nxt = self.step(latent, chunk)
             if env is None:
@@ -453,10 +423,8 @@ class StateDynamicsHead(nn.Module):
         # The carried candidates move with the TRUE next joints: whether a gripper carried the object is
         # then judged by what the object did, not blurred by the head's own proprio error (~1 cm at the
         # grasp point), which let the free mode win most carries and learn a cube that half-follows.
-        z, state, poses, logits, grips = self._step_parts(latent, chunk, next_state)
+        z, state, poses, logits = self._step_parts(latent, chunk, next_state)
         err = pose_error(poses, env[:, None, None])  # (B,M,K)
-        if grips is not None and next_state is not None:
-            err = err + (grips - next_state[:, None, None, self.gripper_index]).pow(2).mean(-1)
         free = self.free_modes  # carried modes learn only as winners
         # A carried mode wins only where it beats the free ones by more than CARRY_MARGIN of position: where
         # nothing moves every mode is right, and "carried by a gripper" must not be learnt from such ties.
@@ -482,7 +450,7 @@ class StateDynamicsHead(nn.Module):
         won = err.gather(-1, best[..., None])[..., 0]
         loss = (1 - self.WTA_SPREAD) * won + self.WTA_SPREAD * err[..., :free].mean(-1)
         loss = loss + F.cross_entropy(logits.flatten(0, 1), best.flatten(), reduction="none").view_as(won)
-        return torch.cat([z, self._with_grips(state, grips, best), _take(poses, best)], dim=-1), loss
+        return torch.cat([z, state, _take(poses, best)], dim=-1), loss
 
     def carried_by(
         self, state: torch.Tensor, env: torch.Tensor, next_state: torch.Tensor, next_env: torch.Tensor
@@ -511,12 +479,12 @@ class StateDynamicsHead(nn.Module):
     def _pose(self, latent: torch.Tensor) -> torch.Tensor:
         """The normalized object pose (...,E) a latent holds (carried) or predicts."""
         if self.carried and self.cfg.env_state_dim:
-            return latent[..., self.cfg.latent_dim + self.cfg.state_dim :]
-        return self.env_out(latent[..., : self.cfg.latent_dim] if self.carried else latent)
+            return latent[..., self.cfg.head.latent_dim + self.cfg.state_dim :]
+        return self.env_out(latent[..., : self.cfg.head.latent_dim] if self.carried else latent)
 
     def decode(self, latent: torch.Tensor) -> dict[str, torch.Tensor]:
         """From latents (...,latent_size): normalized state and object state, reward logits, success logit."""
-        L, S = self.cfg.latent_dim, self.cfg.state_dim
+        L, S = self.cfg.head.latent_dim, self.cfg.state_dim
         state = latent[..., L : L + S] if self.carried else self.state_out[self.cfg.robot](latent)
         outcome = torch.cat([latent, self.relations(latent)], dim=-1) if self.kinematic else latent
         return {

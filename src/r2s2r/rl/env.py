@@ -148,7 +148,7 @@ class ImaginedEnv(VecEnv):
     @torch.no_grad()
     def _encode_starts(self, starts: dict[str, torch.Tensor]) -> None:
         model = self.model
-        cameras = list(self.cfg.camera_keys) if self.cfg.head_reads_cameras else []
+        cameras = list(self.cfg.camera_keys) if self.cfg.head.reads_cameras else []
         missing = [k for k in [*cameras, "observation.state"] if k not in starts]
         if missing:
             raise KeyError(
@@ -192,7 +192,7 @@ class ImaginedEnv(VecEnv):
 
     # ------------------------------------------------------------------ VecEnv api
     def reset(self) -> np.ndarray:
-        B, M = self.num_envs, self.cfg.ensemble
+        B, M = self.num_envs, self.cfg.head.ensemble
         self.latent = torch.zeros(B, M, self.model.state_head.latent_size, device=self.device)
         self.norm_state = torch.zeros(B, self.cfg.state_dim, device=self.device)
         self.norm_env = torch.zeros(B, self.start_env.shape[-1], device=self.device)
@@ -304,7 +304,7 @@ class ImaginedEnv(VecEnv):
         pick = torch.from_numpy(self.rng.integers(0, len(self.start_latent), len(idx))).to(self.device)
         i = torch.from_numpy(idx).to(self.device)
         model = self.model
-        self.latent[i] = self.start_latent[pick][:, None].expand(-1, self.cfg.ensemble, -1)
+        self.latent[i] = self.start_latent[pick][:, None].expand(-1, self.cfg.head.ensemble, -1)
         state = self.start_state[pick]
         self.norm_state[i] = model.norm("state", state)
         self.norm_env[i] = self.start_env[pick]
@@ -442,7 +442,7 @@ def replay_disagreement(
     starts = [ep for ep in episodes if len(ep["action"])]
     T = min(len(ep["action"]) for ep in starts)
     images = None
-    if model.config.head_reads_cameras:
+    if model.config.head.reads_cameras:
         images = model.frames(
             {k: torch.stack([ep[k][:1] for ep in starts]).float() for k in model.config.camera_keys}
         )[:, 0]

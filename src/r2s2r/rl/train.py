@@ -59,7 +59,7 @@ from r2s2r.rl.policy import (
     features,
     is_rl_policy,
 )
-from r2s2r.training.head import HeadConfig, refine_head
+from r2s2r.training.head import HeadTrainConfig, refine_head
 from r2s2r.training.head import read_episodes as read_dataset
 
 INITS = ("scratch", "bc", "residual")
@@ -368,7 +368,7 @@ def train_rl(cfg: RLConfig) -> dict:
             "same settings to resume it."
         )
     model = WorldModel.from_pretrained(cfg.checkpoint, device=cfg.device).eval()
-    if not model.config.head_reads_cameras and cfg.observation != "state":
+    if not model.config.head.reads_cameras and cfg.observation != "state":
         raise ValueError(
             f"{cfg.checkpoint}'s state head reads no cameras, so a policy trained in it cannot read the cube "
             "pose from them: pass --observation=state (the pose from observation.environment_state)."
@@ -380,7 +380,7 @@ def train_rl(cfg: RLConfig) -> dict:
         world_model_dir = out / "world_model"
         if not (world_model_dir / "model.safetensors").is_file():
             refine_head(
-                model, episodes, HeadConfig(steps=cfg.head_steps, window=cfg.head_window, seed=cfg.seed)
+                model, episodes, HeadTrainConfig(steps=cfg.head_steps, window=cfg.head_window, seed=cfg.seed)
             )
             model.save_pretrained(world_model_dir)
         model = WorldModel.from_pretrained(world_model_dir, device=cfg.device).eval()

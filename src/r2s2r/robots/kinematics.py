@@ -102,7 +102,7 @@ class GraspKinematics(nn.Module):
         if spec.name not in GRASP_FRAMES or spec.model_xml is None:
             raise ValueError(
                 f"robot '{spec.name}' has no grasp frames or MJCF for forward kinematics; add it to "
-                "r2s2r/robots/kinematics.py: GRASP_FRAMES, or turn head_kinematics off."
+                "r2s2r/robots/kinematics.py: GRASP_FRAMES, or turn head.kinematics off."
             )
         import mujoco
 

@@ -203,7 +203,7 @@ class SearchPolicy:
         )
         state, env = self._state(batch), self._env(batch)
         norm_env = None if env is None else self.model.norm("env", env.to(self.cfg.device))
-        frames = self._frames(batch) if self.model.config.head_reads_cameras else None  # a blind head: none
+        frames = self._frames(batch) if self.model.config.head.reads_cameras else None  # a blind head: none
         latent = self.model.state_head.encode(frames, self.model.norm("state", state), norm_env)
         # The base's plans as the robot would execute them: commands past a joint or gripper range are
         # clipped into it (MuJoCo's ctrlrange would clamp them too); `clipped` counts the plans that were.
@@ -394,7 +394,7 @@ class SearchPolicy:
         z = latent.repeat(N, 1)  # (N*B,L): candidate-major, env-minor, as `flat`
         states = [state.cpu().repeat(N, 1)]
         envs = [env.repeat(N, 1)] if env is not None else None
-        M = model.config.ensemble
+        M = model.config.head.ensemble
         progress, success, uncertainty = torch.zeros(N * B, M), torch.zeros(N * B, M), torch.zeros(N * B)
         for h in range(frames):
             chunk = flat[:, h * self.stride : (h + 1) * self.stride].to(cfg.device)

@@ -7,12 +7,12 @@ new frame every `frame_stride` control steps (10 Hz over 50 Hz control): between
 holds and the actions are collected into the chunk that conditions the next frame. A full chunk
 (B, stride, A) may also be given at once.
 
-With a head of several object-pose modes (`head_pose_modes`), each imagined episode draws once at
+With a head of several object-pose modes (`head.pose_modes`), each imagined episode draws once at
 `reset` which of the predicted outcomes it follows, by their predicted odds: over many episodes the
 imagined rates follow the odds instead of an average outcome no real episode has.
 
 Where the reset observation carries the object pose (`observation.environment_state`), the state head
-starts from it as well as from the cameras (`head_reads_objects`); without it, from the cameras alone.
+starts from it as well as from the cameras (`head.reads_objects`); without it, from the cameras alone.
 
 A video model that sketches objects (`object_sketch`) draws each imagined frame's cube where the state
 head puts it: the head leads, the video follows.
@@ -109,7 +109,7 @@ class WorldModelEnv:
             self.generator.manual_seed(seed)
         K = self.cfg.context_frames
         frame = self.context = None  # a head without cameras, not rendering: no frames at all
-        if self.render or self.cfg.head_reads_cameras:
+        if self.render or self.cfg.head.reads_cameras:
             frame = self._model_frames(initial)  # (B,V,3,h,w)
             self.output_size = tuple(initial[self.cfg.camera_keys[0]].shape[-2:])
             self.context = frame[:, None].repeat(1, K, 1, 1, 1, 1)  # (B,K,V,3,h,w): the start, held still
@@ -122,9 +122,9 @@ class WorldModelEnv:
         observed = self.env_state.shape[-1] == self.cfg.env_state_dim > 0  # the object pose, where known
         norm_env = self.model.norm("env", self.env_state) if observed else None
         latent = self.model.state_head.encode(frame, norm_state, norm_env)
-        self.latent = latent[:, None].repeat(1, self.cfg.ensemble, 1)
+        self.latent = latent[:, None].repeat(1, self.cfg.head.ensemble, 1)
         self.state = state
-        self.draw = None  # one draw per episode picks its object-pose mode (head_pose_modes > 1)
+        self.draw = None  # one draw per episode picks its object-pose mode (head.pose_modes > 1)
         if self.model.state_head.modes > 1:
             self.draw = torch.rand(self.num_envs, generator=self.generator, device=self.device)
         decoded = self.model.state_head.decode(self.latent)

@@ -31,10 +31,10 @@ but the head trained with it ranked the benchmark zoo worse, so it is off by def
 scored by a Huber loss, so a cube that fell off the table (metres) does not outweigh every centimetre.
 
 --arm_targets ends every imagined frame with the arm joints exactly at the chunk's last commanded target
-(head_arm_targets; the grippers still learn theirs, as one shut on a cube stops at its width). The learnt
+(head.arm_targets; the grippers still learn theirs, as one shut on a cube stops at its width). The learnt
 arm motion drifted 1.2-1.5 cm at the grasp point, as much as the grasp offsets that decide a lift; the
 target is 0.3 cm from where the arm really ends. It adds no weights, so it can also be switched on for a
-refined head by setting "head_arm_targets": true in its config.json.
+refined head by setting "arm_targets": true under "head" in its config.json.
 
 --still_mode adds one more pose mode: "the cube stays exactly where it is", with its odds. Training picks
 it wherever the cube did not move, so a cube nobody touches does not drift (the free change jittered it by
@@ -43,7 +43,7 @@ with its own gripper openings ("carried", fingers stopped at the cube's width), 
 averaged "held" and "shut on air". Both are off by default: neither ranked the benchmark zoo better
 (benchmarks/head.py).
 
---holds makes imagined holds hold (head_holds; imagined steps only, no weights, so it can also be switched
+--holds makes imagined holds hold (head.holds; imagined steps only, no weights, so it can also be switched
 on in a refined head's config.json): a cube in mid-air within reach of a closed gripper that does not
 open stays in that hand whatever the odds (the rule the training labels follow), and a carried cube moves
 rigidly with its gripper, within 5 mm. With --still_mode it is what ranks the benchmark zoo best

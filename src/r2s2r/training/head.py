@@ -28,9 +28,10 @@ range, as `WorldModel.set_stats`): only the head reads or predicts object poses,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -40,13 +41,13 @@ from tqdm.auto import tqdm
 
 from r2s2r.data.reader import ClipConfig, ClipDataset, feature_stats, match_frame_rate
 from r2s2r.files import atomic_write_text
-from r2s2r.model.configuration_world_model import PRE_FIELD_DEFAULTS, WorldModelConfig
+from r2s2r.model.configuration_world_model import StateHeadConfig
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.model.state_head import pose_error
 
 
 @dataclass
-class HeadConfig:
+class HeadTrainConfig:
     """How to refine the head; see the module docstring."""
 
     steps: int = 3000  # optimizer steps
@@ -66,19 +67,15 @@ class RefineConfig:
     heldout: str = ""  # LeRobot dataset for the before/after figures (never trained on); "" skips them
     output_dir: str = "outputs/refine_head"  # the refined world model, and refine.json with the figures
     upgrade: bool = True  # give an older checkpoint today's head first (`upgrade_head`)
-    pose_modes: int = 0  # free object-pose modes of the refined head (head_pose_modes); 0: the checkpoint's
-    kinematics: bool = True  # relate the object to the grippers (head_kinematics); False: a pose-only head
-    tracks_commands: bool = False  # next proprio from the last joint target (head_tracks_commands)
-    arm_targets: bool = False  # the arm joints end each frame at their last target (head_arm_targets)
-    still_mode: bool = False  # a pose mode that keeps the object exactly where it is (head_still_mode)
-    holds: bool = False  # imagined holds are holds: rigid, and kept in mid-air until released (head_holds)
-    mode_grippers: bool = False  # each pose mode predicts its own gripper openings (head_mode_grippers)
-    cameras: bool = (
-        True  # the head reads the views (head_reads_cameras); False: proprio and object pose only,
-    )
-    # so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
+    pose_modes: int = 0  # free object-pose modes of the refined head (head.pose_modes); 0: the checkpoint's
+    kinematics: bool = True  # relate the object to the grippers (head.kinematics); False: a pose-only head
+    arm_targets: bool = False  # the arm joints end each frame at their last target (head.arm_targets)
+    still_mode: bool = False  # a pose mode that keeps the object exactly where it is (head.still_mode)
+    holds: bool = False  # imagined holds are holds: rigid, and kept in mid-air until released (head.holds)
+    cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
+    # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
-    head: HeadConfig = field(default_factory=HeadConfig)
+    head: HeadTrainConfig = field(default_factory=HeadTrainConfig)  # optimisation of the refinement
 
     def __post_init__(self) -> None:
         if isinstance(self.data, str):
@@ -93,7 +90,7 @@ def read_episodes(root: str, model: WorldModel, max_episodes: int = 0) -> list[d
     """Every episode of the LeRobot dataset at `root`, all frames at the model's frame rate."""
     clip = ClipConfig(
         root=root, cameras=tuple(model.config.cameras), future_frames=1,
-        read_images=model.config.head_reads_cameras,
+        read_images=model.config.head.reads_cameras,
     )  # fmt: skip
     match_frame_rate(clip, model.config.frame_stride)
     dataset = ClipDataset(clip)
@@ -101,23 +98,26 @@ def read_episodes(root: str, model: WorldModel, max_episodes: int = 0) -> list[d
     return [dataset.episode(ep) for ep in tqdm(chosen, desc="reading episodes", unit="episode", leave=False)]
 
 
-# Today's head: the current defaults of the head fields older checkpoints lack (see WorldModelConfig).
-UPGRADES = {f.name: f.default for f in fields(WorldModelConfig) if f.name in PRE_FIELD_DEFAULTS}
+# Today's head: the current defaults of the head fields that the oldest checkpoints lack.
+UPGRADES = {
+    name: getattr(StateHeadConfig(), name)
+    for name in ("reads_objects", "carries_state", "kinematics", "still_mode", "arm_targets", "holds")
+}
 
 
 def upgrade_head(model: WorldModel, seed: int = 0, **head: object) -> WorldModel:
     """The same world model with today's state head (`UPGRADES`): it reads the observed object pose and
     carries proprio and pose explicitly. The video model, the judge, the normalization and the cameras'
     trunk are copied; the rest of an older head is rebuilt from `seed` (the global RNG is left as it was),
-    so it must be refined (`refine_head`) before use. `head` sets other head fields (e.g.
-    head_pose_modes=2). A model that already has that head is returned as is."""
+    so it must be refined (`refine_head`) before use. `head` sets other StateHeadConfig fields (e.g.
+    pose_modes=2). A model that already has that head is returned as is."""
     cfg = model.config
     wanted = {**UPGRADES, **head}
-    if all(getattr(cfg, k) == v for k, v in wanted.items()):
+    if all(getattr(cfg.head, k) == v for k, v in wanted.items()):
         return model
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        new = WorldModel(WorldModelConfig(**{**cfg.to_dict(), **wanted}))
+        new = WorldModel(dataclasses.replace(cfg, head=dataclasses.replace(cfg.head, **wanted)))
     state = new.state_dict()
     for name, value in model.state_dict().items():
         keep = not name.startswith("state_head.") or name.startswith("state_head.trunk.")
@@ -133,16 +133,11 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
     model = WorldModel.from_pretrained(cfg.checkpoint)
     if cfg.upgrade or cfg.pose_modes:
         fields_ = {
-            "head_kinematics": cfg.kinematics,
-            "head_tracks_commands": cfg.tracks_commands,
-            "head_arm_targets": cfg.arm_targets,
-            "head_still_mode": cfg.still_mode,
-            "head_holds": cfg.holds,
-            "head_mode_grippers": cfg.mode_grippers,
-            "head_reads_cameras": cfg.cameras,
-        }
+            "kinematics": cfg.kinematics, "arm_targets": cfg.arm_targets, "still_mode": cfg.still_mode,
+            "holds": cfg.holds, "reads_cameras": cfg.cameras,
+        }  # fmt: skip
         if cfg.pose_modes:
-            fields_["head_pose_modes"] = cfg.pose_modes
+            fields_["pose_modes"] = cfg.pose_modes
         model = upgrade_head(model, seed=cfg.head.seed, **fields_)
     episodes = [ep for root in cfg.data for ep in read_episodes(root, model, cfg.max_episodes)]
     heldout = read_episodes(cfg.heldout, model) if cfg.heldout else []
@@ -166,7 +161,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
 @torch.no_grad()
 def _trunk_features(model: WorldModel, episode: dict[str, torch.Tensor]) -> torch.Tensor:
     """(T, V*4w) camera-trunk features of every frame of one episode; (T,0) for a head without cameras."""
-    if not model.config.head_reads_cameras:
+    if not model.config.head.reads_cameras:
         return torch.zeros(len(episode["observation.state"]), 0)
     frames = model.frames({k: episode[k][None].float() for k in model.config.camera_keys})[0]  # (T,V,3,h,w)
     T, V = frames.shape[:2]
@@ -184,7 +179,9 @@ def _labels(episode: dict[str, torch.Tensor], T: int) -> tuple[torch.Tensor, tor
     return reward, success
 
 
-def refine_head(model: WorldModel, episodes: list[dict[str, torch.Tensor]], cfg: HeadConfig) -> list[dict]:
+def refine_head(
+    model: WorldModel, episodes: list[dict[str, torch.Tensor]], cfg: HeadTrainConfig
+) -> list[dict]:
     """Train `model.state_head` in place (trunk frozen) on `episodes` (`ClipDataset.episode` samples).
 
     Returns the loss log, one row per 100 steps.
@@ -214,7 +211,7 @@ def refine_head(model: WorldModel, episodes: list[dict[str, torch.Tensor]], cfg:
     optimizer = torch.optim.Adam(params, lr=cfg.lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, cfg.steps)
     head.train()
-    log, M = [], mc.ensemble
+    log, M = [], mc.head.ensemble
     bar = tqdm(range(cfg.steps), desc="refining the state head", unit="step", leave=False)
     for step in bar:
         n = torch.randint(len(episodes), (cfg.batch_size,), generator=gen)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -58,11 +58,9 @@ class TrainConfig:
         if self.preset not in PRESETS:
             raise ValueError(f"preset='{self.preset}' must be one of {PRESETS}.")
         if self.preset != "small":  # fields left at the small defaults take the preset's values
-            given = {f.name: getattr(self.model, f.name) for f in fields(WorldModelConfig)}
-            defaults = WorldModelConfig().to_dict()
-            overrides = {k: v for k, v in given.items() if v != defaults.get(k, v) and k != "cameras"}
-            if self.model.cameras != WorldModelConfig().cameras:
-                overrides["cameras"] = self.model.cameras
+            given, defaults = self.model.to_dict(), WorldModelConfig().to_dict()
+            overrides = {k: v for k, v in given.items() if v != defaults[k] and k != "head"}
+            overrides["head"] = {k: v for k, v in given["head"].items() if v != defaults["head"][k]}
             self.model = getattr(WorldModelConfig, self.preset)(**overrides)
         self.data.cameras = self.model.cameras
         self.data.context_frames = self.model.context_frames
