@@ -134,12 +134,19 @@ class JointspacePlan:
         t_release = t_take + 25 * k
         t_back = t_release + GRIP_RAMP + 35 * k
         q0r, q0l = state[7:13].astype(float), state[:6].astype(float)
-        self.right = ([0, t[1], t_grasp, t_lift, t_up, t_present, t_release + GRIP_RAMP, t_back],
-                      [q0r, q_right[0], q_right[1], q_right[1], q_right[2], q_right[3], q_right[3], q_right[4]])  # fmt: skip
-        self.left = ([0, t_up, t_left_in, t_take, t_release + GRIP_RAMP, t_back],
-                     [q0l, q0l, q_left[0], q_left[1], q_left[1], q_left[2]])  # fmt: skip
-        self.right_grip = ([0, t_grasp, t_grasp + GRIP_RAMP, t_release, t_release + GRIP_RAMP],
-                           [GRIPPER_OPEN, GRIPPER_OPEN, GRIPPER_CLOSED, GRIPPER_CLOSED, GRIPPER_OPEN])  # fmt: skip
+        t_let_go = t_release + GRIP_RAMP
+        self.right = (
+            [0, t[1], t_grasp, t_lift, t_up, t_present, t_let_go, t_back],
+            [q0r, q_right[0], q_right[1], q_right[1], q_right[2], q_right[3], q_right[3], q_right[4]],
+        )
+        self.left = (
+            [0, t_up, t_left_in, t_take, t_let_go, t_back],
+            [q0l, q0l, q_left[0], q_left[1], q_left[1], q_left[2]],
+        )
+        self.right_grip = (
+            [0, t_grasp, t_grasp + GRIP_RAMP, t_release, t_let_go],
+            [GRIPPER_OPEN, GRIPPER_OPEN, GRIPPER_CLOSED, GRIPPER_CLOSED, GRIPPER_OPEN],
+        )
         self.left_grip = ([0, t_take, t_take + GRIP_RAMP], [GRIPPER_OPEN, GRIPPER_OPEN, GRIPPER_CLOSED])
         self.t_close = t_grasp
 
@@ -176,3 +183,18 @@ class JointspacePolicy(EpisodeBatch):
 def make_policy(**kwargs) -> JointspacePolicy:
     """Import-path factory: `families.jointspace:make_policy` with `JointspaceKnobs` fields as kwargs."""
     return JointspacePolicy(JointspaceKnobs(**kwargs))
+
+
+# Named settings for measure.py; measured success rates are in the docstring below and in measured.json.
+FAMILY_SETTINGS: dict[str, dict] = {
+    "nominal": {},
+    "rushed": {"timing_scale": 0.35},
+    "steep": {"pitch_deg": 70.0},
+    "short_reach": {"depth_error": -0.015},
+    "calibration": {"calib_std": 0.02},
+    "calibration_bad": {"calib_std": 0.07},
+    "skewed": {"yaw_error_deg": 30.0},
+    "off_axis": {"lateral_error": 0.015},
+    "off_axis_far": {"lateral_error": 0.025},
+}
+"""RATES"""

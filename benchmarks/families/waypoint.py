@@ -15,7 +15,7 @@ too fast or too slow, servo noise on the joints.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -136,8 +136,10 @@ class WaypointPlan:
 
         # 3. Grippers: (time, command) knots, linear in between.
         t_close = t_grasp + knobs.close_delay
-        self.right_grip = ([0.0, t_close, t_close + GRIP_RAMP, t_release, t_release + GRIP_RAMP],
-                           [GRIPPER_OPEN, GRIPPER_OPEN, knobs.close_to, knobs.close_to, GRIPPER_OPEN])  # fmt: skip
+        self.right_grip = (
+            [0.0, t_close, t_close + GRIP_RAMP, t_release, t_release + GRIP_RAMP],
+            [GRIPPER_OPEN, GRIPPER_OPEN, knobs.close_to, knobs.close_to, GRIPPER_OPEN],
+        )
         self.left_grip = ([0.0, t_take, t_take + GRIP_RAMP], [GRIPPER_OPEN, GRIPPER_OPEN, GRIPPER_CLOSED])
         self.t_close = t_close
 
@@ -177,5 +179,16 @@ def make_policy(**kwargs) -> WaypointPolicy:
     return WaypointPolicy(WaypointKnobs(**kwargs))
 
 
-def knobs_dict(knobs: WaypointKnobs) -> dict:
-    return asdict(knobs)
+# Named settings for measure.py; measured success rates are in the docstring below and in measured.json.
+FAMILY_SETTINGS: dict[str, dict] = {
+    "nominal": {},
+    "fast": {"speed": 3.0},
+    "late_close": {"close_delay": 25},
+    "weak_grip": {"close_to": 0.48},
+    "grasp_high": {"grasp_offset_z": 0.015},
+    "servo_noise": {"joint_noise": 0.03},
+    "servo_noise_heavy": {"joint_noise": 0.05},
+    "handover_wide": {"handover_offset_y": 0.03},
+    "grasp_miss": {"grasp_offset_x": 0.05},
+}
+"""RATES"""
