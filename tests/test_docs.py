@@ -1,6 +1,7 @@
 """The README stays a user's guide and every committed result stays accounted for.
 
 - README.md is at most 400 lines: the README teaches a user; docs/benchmarks.md records.
+- README.md's command table has a row for every console script in pyproject.toml.
 - Every JSON on the top level of benchmarks/results/ is the default output of a script in benchmarks/ and is
   cited in docs/benchmarks.md: one latest result per benchmark, none unexplained.
 - Every file in benchmarks/results/archive/ is listed in the archive's README.md and cited in
@@ -14,6 +15,7 @@ that breaks it, so none of them can pass by matching nothing. Text only: nothing
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +26,12 @@ SESSION = re.compile(r"issue #|\btoday\b|best so far|this session|we tried", re.
 def session_phrases(text: str) -> list[str]:
     """The session phrases in `text`, lower-cased, each once."""
     return sorted({m.group(0).lower() for m in SESSION.finditer(text)})
+
+
+def missing_commands(pyproject: str, readme: str) -> list[str]:
+    """Console scripts of `pyproject` with no row (| `name` |) in the README's command table."""
+    scripts = tomllib.loads(pyproject)["project"]["scripts"]
+    return [name for name in scripts if f"| `{name}` |" not in readme]
 
 
 def script_text(benchmarks: Path) -> str:
@@ -77,6 +85,11 @@ def test_readme_is_a_short_guide():
     )
 
 
+def test_readme_lists_every_command():
+    pyproject, readme = (ROOT / "pyproject.toml").read_text(), (ROOT / "README.md").read_text()
+    assert missing_commands(pyproject, readme) == [], "console scripts missing from the README's table"
+
+
 def test_every_top_level_result_is_written_by_a_script_and_cited():
     results = ROOT / "benchmarks" / "results"
     assert top_level_results(results), "no results JSON on the top level of benchmarks/results/"
@@ -122,3 +135,5 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     assert uncited_archive(archive, docs) == ["orphan.json"]
     assert session_phrases("Best so far, as of today (issue #3).") == ["best so far", "issue #", "today"]
     assert session_phrases("Spearman 0.96 on the zoo (docs/benchmarks.md).") == []
+    pyproject = '[project.scripts]\nr2s2r-rank = "a:main"\nr2s2r-new = "b:main"\n'
+    assert missing_commands(pyproject, "| `r2s2r-rank` | rank checkpoints |") == ["r2s2r-new"]
