@@ -47,13 +47,10 @@ from common import machine_info, print_table, write_json  # noqa: E402
 
 # isort: split
 from r2s2r.policies.policy import PolicyConfig  # noqa: E402
+from r2s2r.rl.checks import reference_eval  # noqa: E402
 from r2s2r.rl.env import RewardConfig  # noqa: E402
-from r2s2r.rl.train import (  # noqa: E402
-    RLConfig,
-    reference_eval,
-    train_rl,
-)
-from r2s2r.training.head import HeadConfig, RefineConfig, refine_checkpoint  # noqa: E402
+from r2s2r.rl.train import RLConfig, train_rl  # noqa: E402
+from r2s2r.training.head import HeadTrainConfig, RefineConfig, refine_checkpoint  # noqa: E402
 
 
 def world_model(args) -> tuple[str, dict]:
@@ -68,7 +65,7 @@ def world_model(args) -> tuple[str, dict]:
         refine_checkpoint(
             RefineConfig(
                 checkpoint=args.checkpoint, data=[args.data], heldout=args.heldout, output_dir=str(out),
-                upgrade=False, head=HeadConfig(steps=args.head_steps),
+                upgrade=False, head=HeadTrainConfig(steps=args.head_steps),
             )
         )  # fmt: skip
     return str(out), json.loads((out / "refine.json").read_text())

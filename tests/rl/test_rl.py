@@ -14,9 +14,10 @@ from r2s2r.data.reader import ClipConfig, ClipDataset
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.policies.policy import PolicyConfig, load_policy, to_policy_batch
+from r2s2r.rl.checks import verify_with_video
 from r2s2r.rl.env import ImaginedEnv, RewardConfig, calibrate_floor, calibrate_support
 from r2s2r.rl.policy import ActorSpec, ImaginationPolicy, build_actor, export_policy, feature_dim
-from r2s2r.rl.train import RLConfig, episode_starts, read_episodes, train_rl, verify_with_video
+from r2s2r.rl.train import RLConfig, episode_starts, read_episodes, train_rl
 from r2s2r.robots.aloha import AlohaWorld, WorldConfig
 from r2s2r.robots.checker import VIOLATIONS
 from r2s2r.robots.spec import robot_spec

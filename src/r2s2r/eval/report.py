@@ -320,25 +320,20 @@ def _position_map(policy: dict) -> str:
         )
         ax.grid(alpha=0.3)
     fig.colorbar(points, ax=axes, label="success (fraction of samples)", shrink=0.9)
+    axes[0].legend(handles=_map_legend(np.unique(split), near.any()), loc="best", fontsize=8)
+    return f"<figure><figcaption>{_e(policy['name'])}</figcaption>{_png(fig)}</figure>"
+
+
+def _map_legend(splits: np.ndarray, near_misses: bool) -> list[Line2D]:
+    """One marker per ID/OOD split on the map, and the near-miss ring if any episode has one."""
     handles = [
         Line2D([], [], color="#777", marker=MARKERS.get(s, "D"), linestyle="", label=SPLITS.get(s, s))
-        for s in np.unique(split)
+        for s in splits
     ]
-    if near.any():
-        handles.append(
-            Line2D(
-                [],
-                [],
-                color="w",
-                marker="o",
-                markeredgecolor="k",
-                markeredgewidth=2,
-                linestyle="",
-                label="near miss",
-            )
-        )
-    axes[0].legend(handles=handles, loc="best", fontsize=8)
-    return f"<figure><figcaption>{_e(policy['name'])}</figcaption>{_png(fig)}</figure>"
+    if near_misses:
+        ring = dict(color="w", marker="o", markeredgecolor="k", markeredgewidth=2, linestyle="")
+        handles.append(Line2D([], [], label="near miss", **ring))
+    return handles
 
 
 def _video(policy: dict, entry: dict, root: Path, rank_json: Path) -> str:

@@ -57,6 +57,26 @@ class StateDynamicsHead(nn.Module):
         super().__init__()
         self.cfg = cfg
         L, H = cfg.head.latent_dim, cfg.head.hidden
+        self._build_encoder(cfg)  # 1. observation -> latent; the action chunk's embedding
+        # With `head.carries_state` the latent is [z (L), proprio (S), object pose (E)]: the normalized
+        # state is carried explicitly and stepped by predicted changes, so "nothing moved" is the default.
+        self.carried = C = cfg.state_dim + cfg.env_state_dim if cfg.head.carries_state else 0
+        relations = self._build_modes(cfg)  # 2. the object pose's modes, the grippers' relations to it
+        self._build_scales(cfg)  # 3. the normalizations the kinematic and arm-target rules read
+        extra = (self.modes - 1) * cfg.env_state_dim + (self.modes if self.modes > 1 else 0)
+        self.dynamics = EnsembleMLP(cfg.head.ensemble, L + C + H + relations, H, L + C + extra)  # 4. dynamics
+        with torch.no_grad():  # an untrained head predicts "nothing moves" for the carried state
+            self.dynamics.w2[..., L:].zero_()
+        if not C:  # 5. decoders
+            self.state_out = nn.ModuleDict({cfg.robot: nn.Linear(L, cfg.state_dim)})
+        self.env_out = nn.Linear(L, max(cfg.env_state_dim, 1))  # carried: the cameras' guess at the start
+        self.reward_out = nn.Linear(L + C + relations, cfg.reward_levels)
+        self.success_out = nn.Linear(L + C + relations, 1)
+
+    def _build_encoder(self, cfg: WorldModelConfig) -> None:
+        """The camera trunk (if it reads cameras), the proprio and object-pose inputs, the encoder to the
+        latent, and the action chunk's input."""
+        L, H = cfg.head.latent_dim, cfg.head.hidden
         self.reads_cameras = cfg.head.reads_cameras
         self.trunk = conv_trunk(cfg.judge_width) if self.reads_cameras else None  # shared by all views
         self.state_in = nn.ModuleDict({cfg.robot: nn.Linear(cfg.state_dim, H)})
@@ -70,9 +90,10 @@ class StateDynamicsHead(nn.Module):
         )
         self.latent_norm = nn.LayerNorm(L)  # keeps long latent rollouts bounded (no drift to infinity)
         self.chunk_in = nn.ModuleDict({cfg.robot: nn.Linear(cfg.chunk_dim, H)})
-        # With `head.carries_state` the latent is [z (L), proprio (S), object pose (E)]: the normalized
-        # state is carried explicitly and stepped by predicted changes, so "nothing moved" is the default.
-        self.carried = cfg.state_dim + cfg.env_state_dim if cfg.head.carries_state else 0
+
+    def _build_modes(self, cfg: WorldModelConfig) -> int:
+        """The object pose's modes: `pose_modes` free changes, then the still one, then one carried mode per
+        gripper (kinematic heads). Returns the width of the gripper-object relations the dynamics read."""
         C = self.carried
         # With `head.pose_modes` K > 1, the object pose's change is one of K predicted changes (e.g. carried
         # along by the gripper, or left behind), picked per imagined episode by the predicted odds.
@@ -99,15 +120,18 @@ class StateDynamicsHead(nn.Module):
             moves = torch.ones(self.modes, 1)
             moves[self.free_modes] = 0.0
             self.register_buffer("mode_moves", moves, persistent=False)
-        # Normalization, to read joints in radians and the pose in metres (set_scales).
+        return relations
+
+    def _build_scales(self, cfg: WorldModelConfig) -> None:
+        """Buffers for joints in radians and the pose in metres (kinematic heads, saved) and for commands in
+        proprio's normalization (`head.arm_targets`, not saved: it adds no weights, so a trained head can
+        switch it on, and the model re-copies these scales from its own normalization when it loads)."""
         scales = {"joint": cfg.state_dim, "pose": cfg.env_state_dim} if self.kinematic else {}
         for name, dim in scales.items():
             self.register_buffer(f"{name}_mean", torch.zeros(dim))
             self.register_buffer(f"{name}_std", torch.ones(dim))
-        # With `head.arm_targets` the arm joints end each frame at their last target. It adds no weights,
-        # so a trained head can switch it on: the scales it needs beyond the saved ones are not saved (the
-        # model re-copies them from its own normalization when it loads).
-        self.arm_targets = bool(cfg.head.arm_targets and C and cfg.state_dim == cfg.action_dim)
+        # With `head.arm_targets` the arm joints end each frame at their last target.
+        self.arm_targets = bool(cfg.head.arm_targets and self.carried and cfg.state_dim == cfg.action_dim)
         if self.arm_targets:
             from r2s2r.robots.spec import robot_spec
 
@@ -118,15 +142,6 @@ class StateDynamicsHead(nn.Module):
                 if name not in scales:
                     self.register_buffer(f"{name}_mean", torch.zeros(dim), persistent=False)
                     self.register_buffer(f"{name}_std", torch.ones(dim), persistent=False)
-        extra = (self.modes - 1) * cfg.env_state_dim + (self.modes if self.modes > 1 else 0)
-        self.dynamics = EnsembleMLP(cfg.head.ensemble, L + C + H + relations, H, L + C + extra)
-        with torch.no_grad():  # an untrained head predicts "nothing moves" for the carried state
-            self.dynamics.w2[..., L:].zero_()
-        if not C:
-            self.state_out = nn.ModuleDict({cfg.robot: nn.Linear(L, cfg.state_dim)})
-        self.env_out = nn.Linear(L, max(cfg.env_state_dim, 1))  # carried: the cameras' guess at the start
-        self.reward_out = nn.Linear(L + C + relations, cfg.reward_levels)
-        self.success_out = nn.Linear(L + C + relations, 1)
 
     @property
     def feature_width(self) -> int:

@@ -46,6 +46,7 @@ from tqdm.auto import tqdm
 from r2s2r.files import atomic_write_text
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.policies.policy import PolicyConfig, load_policy
+from r2s2r.rl.checks import episode_summary, imagined_eval, reference_eval, verify_with_video
 from r2s2r.rl.env import ImaginedEnv, RewardConfig, calibrate_floor, calibrate_support
 from r2s2r.rl.policy import (
     ACTIONS,
@@ -238,105 +239,6 @@ def behaviour_clone(policy, x: torch.Tensor, y: torch.Tensor, steps: int, seed: 
     return loss.item()
 
 
-# ---------------------------------------------------------------------- evaluation
-
-
-@torch.no_grad()
-def imagined_eval(policy, env: ImaginedEnv, seed: int) -> dict:
-    """Each env plays one imagined episode with the deterministic actor: mean return, success, etc."""
-    env.seed(seed)
-    obs = env.reset()
-    env.pop_episodes()
-    first: dict[int, dict] = {}
-    for _ in range(env.horizon):
-        action, _ = policy.predict(obs, deterministic=True)
-        obs, _, done, infos = env.step(action)
-        for b in np.flatnonzero(done):
-            first.setdefault(int(b), infos[b]["episode"])
-    env.pop_episodes()
-    return _episode_summary(list(first.values()))
-
-
-def _episode_summary(episodes: list[dict]) -> dict:
-    if not episodes:
-        return {}
-    return {
-        "return": float(np.mean([e["r"] for e in episodes])),
-        "success": float(np.mean([e["success"] for e in episodes])),
-        "left_support": float(np.mean([e["left_support"] for e in episodes])),
-        "violation_frames": float(np.mean([e["violation_frames"] for e in episodes])),
-        "uncertainty": float(np.mean([e["uncertainty"] for e in episodes])),
-        "episodes": len(episodes),
-    }
-
-
-@torch.no_grad()
-def verify_with_video(
-    policy_dir: str | Path, starts: dict[str, torch.Tensor], episodes: int, horizon: int, seed: int = 0
-) -> dict:
-    """The exported policy closed-loop in the full world model (`WorldModelEnv`: video model, judge, checker).
-
-    The policy reads the imagined camera frames as it reads real ones. Per episode: does the judge see a
-    success in some imagined frame, does the state head predict one, do they agree, and did the checker flag
-    any frame. Where the head says success and the judge does not, the policy may be exploiting the head.
-    """
-    from r2s2r.rollout.world_model_env import WorldModelEnv
-
-    policy = ImaginationPolicy(policy_dir)
-    missing = [k for k in policy.model.config.camera_keys if k not in starts]
-    if missing:  # state-only recordings: the video model has no first frames to start from
-        return {"skipped": f"the episode starts have no camera frames ({', '.join(missing)})"}
-    n = min(episodes, len(starts["observation.state"]))
-    env = WorldModelEnv(policy.model, num_envs=n, sampling_steps=1, seed=seed)
-    obs = env.reset({k: v[:n] for k, v in starts.items()})
-    policy.reset()
-    judge, head, flagged = (torch.zeros(n, dtype=torch.bool) for _ in range(3))
-    for _ in range(horizon * policy.model.config.frame_stride):
-        obs, _, _, info = env.step(policy.select_action(obs))
-        if info["imagined"]:
-            judge |= info["success"].cpu()
-            head |= info["head_success"].cpu()
-            flagged |= info["violations"].any(1)
-    return {
-        "judge_success": float(judge.float().mean()), "head_success": float(head.float().mean()),
-        "agreement": float((judge == head).float().mean()), "physics_flagged": float(flagged.float().mean()),
-        "episodes": n,
-    }  # fmt: skip
-
-
-def reference_eval(
-    policy_dir: str | Path, episodes: int, seed: int, episode_length: int = 400, num_envs: int = 10
-) -> dict:
-    """Success of an exported policy over `episodes` reference-world episodes (ID and OOD alternating)."""
-    from r2s2r.eval.imagined import success_rates
-    from r2s2r.policies.episodes import episode_batches, play_episodes
-    from r2s2r.robots.aloha import AlohaWorld, WorldConfig
-
-    policy = ImaginationPolicy(policy_dir)
-    mc = policy.model.config
-    cameras = tuple(mc.cameras) if policy.spec.observation == "latent" else ()  # a state policy sees none
-    world_cfg = WorldConfig(
-        cameras=cameras, image_height=mc.image_height, image_width=mc.image_width, num_envs=num_envs
-    )
-    render_every = mc.frame_stride if policy.spec.observation == "latent" else 0
-    rows = []
-    batches = episode_batches(world_cfg, episodes, "mixed", seed)
-    with AlohaWorld(world_cfg) as world:
-        for batch in tqdm(batches, desc="reference world", unit="batch", leave=False):
-            played = play_episodes(
-                world, policy, batch, episode_length, seed, str(policy_dir), render_every, keep_frames=False
-            )
-            rows += [
-                {"episode": ep, "split": batch.dists[b], "success": bool(played["success"][b].any()),
-                 "max_reward": float(played["reward"][b].max())}
-                for b, ep in enumerate(batch.indices)
-            ]  # fmt: skip
-    return {
-        **success_rates(rows, "success"),
-        "mean_max_reward": float(np.mean([r["max_reward"] for r in rows])),
-    }
-
-
 # ---------------------------------------------------------------------- training
 
 
@@ -353,155 +255,34 @@ def _set_actor_trainable(policy, trainable: bool) -> None:
 
 def train_rl(cfg: RLConfig) -> dict:
     """Train (or resume) as the module docstring says; returns the run's summary (also summary.json)."""
-    from stable_baselines3 import PPO
     from stable_baselines3.common.utils import set_random_seed
 
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    state_file, progress_file, ppo_file = out / "state.json", out / "progress.jsonl", out / "ppo.zip"
-    fingerprint = cfg.fingerprint()
-    state = json.loads(state_file.read_text()) if state_file.is_file() else None
-    if state is not None and state["config"] != fingerprint:
-        changed = sorted(k for k in fingerprint if state["config"].get(k) != fingerprint[k])
-        raise ValueError(
-            f"{out} holds a run with other settings ({', '.join(changed)}); use another --output_dir or the "
-            "same settings to resume it."
-        )
-    model = WorldModel.from_pretrained(cfg.checkpoint, device=cfg.device).eval()
-    if not model.config.head.reads_cameras and cfg.observation != "state":
-        raise ValueError(
-            f"{cfg.checkpoint}'s state head reads no cameras, so a policy trained in it cannot read the cube "
-            "pose from them: pass --observation=state (the pose from observation.environment_state)."
-        )
     start = time.perf_counter()
-    episodes = read_episodes(cfg, model)
-    world_model_dir = cfg.checkpoint
-    if cfg.head_steps:  # the refined world model is part of the run: made once, reused on resume
-        world_model_dir = out / "world_model"
-        if not (world_model_dir / "model.safetensors").is_file():
-            refine_head(
-                model, episodes, HeadTrainConfig(steps=cfg.head_steps, window=cfg.head_window, seed=cfg.seed)
-            )
-            model.save_pretrained(world_model_dir)
-        model = WorldModel.from_pretrained(world_model_dir, device=cfg.device).eval()
-    if state is None:
-        threshold = cfg.reward.support_threshold
-        if cfg.support_quantile and not threshold:
-            threshold = calibrate_support(model, episodes, cfg.support_quantile, cfg.observation == "state")
-        floor = cfg.reward.uncertainty_floor
-        if cfg.floor_quantile and not floor:
-            floor = calibrate_floor(model, episodes, cfg.floor_quantile, cfg.observation == "state")
-        state = {
-            "config": fingerprint,
-            "round": 0,
-            "support_threshold": threshold,
-            "uncertainty_floor": floor,
-        }
-    reward = RewardConfig(**{
-        **asdict(cfg.reward), "support_threshold": state["support_threshold"],
-        "uncertainty_floor": state["uncertainty_floor"],
-    })  # fmt: skip
-    base = load_policy(replace(cfg.base, device=cfg.device)) if cfg.init == "residual" else None
+    state = _saved_state(cfg, out)  # 1. the run to resume, if any
+    model, episodes, world_model_dir = _world_model(cfg, out)  # 2. the world model, its head refined
+    state = state or _first_state(cfg, model, episodes)  # 3. the support's calibration, once
     starts = episode_starts(episodes, model)
-    env = ImaginedEnv(
-        model, starts, cfg.num_envs, cfg.horizon, reward, cfg.observation,
-        check_physics=cfg.check_physics, action=cfg.action, seed=cfg.seed, base=base,
-        residual_scale=cfg.residual_scale,
-    )  # fmt: skip
-    spec = ActorSpec(
-        observation=cfg.observation, action=cfg.action, feature_dim=feature_dim(model, cfg.action),
-        action_dim=model.config.action_dim, hidden=cfg.hidden, frame_stride=model.config.frame_stride,
-        horizon_frames=cfg.horizon, robot=model.config.robot, residual_scale=cfg.residual_scale,
-        base={"path": cfg.base.path, "kwargs": cfg.base.kwargs} if base is not None else None,
-    )  # fmt: skip
-    ppo_kwargs = dict(
-        n_steps=cfg.horizon, batch_size=cfg.batch_size, n_epochs=cfg.n_epochs,
-        learning_rate=cfg.learning_rate, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
-        clip_range=cfg.clip_range, ent_coef=cfg.ent_coef, target_kl=cfg.target_kl, device=cfg.device,
-        verbose=0, seed=cfg.seed,
-    )  # fmt: skip
+    env, spec = _imagined_env(cfg, model, episodes, starts, state)  # 4. imagined episodes, the actor's spec
     summary: dict = {
-        "support_threshold": state["support_threshold"], "uncertainty_floor": reward.uncertainty_floor,
+        "support_threshold": state["support_threshold"],
+        "uncertainty_floor": env.reward_cfg.uncertainty_floor,
         "observation": cfg.observation,
-    }  # fmt: skip
-    if state["round"] == 0:
-        set_random_seed(cfg.seed)
-        ppo = PPO(
-            "MlpPolicy", env,
-            policy_kwargs=dict(
-                net_arch=dict(pi=list(cfg.hidden), vf=list(cfg.hidden)), log_std_init=cfg.log_std_init
-            ),
-            **ppo_kwargs,
-        )  # fmt: skip
-        if cfg.init == "bc":
-            x, y = cloning_data(episodes, model, cfg.observation, cfg.horizon, cfg.action)
-            if cfg.bc_successes_only:
-                keep = torch.cat([
-                    torch.full((len(ep["action"]),), bool(ep.get("episode_success", True))) for ep in episodes
-                ])  # fmt: skip
-                x, y = x[keep], y[keep]
-            summary["bc_loss"] = behaviour_clone(ppo.policy, x, y, cfg.bc_steps, cfg.seed)
-            ppo.policy.log_std.data.fill_(cfg.bc_log_std)
-        elif cfg.init not in INITS:  # an exported policy directory
-            init = ImaginationPolicy(cfg.init)
-            if init.spec.feature_dim != spec.feature_dim or init.spec.hidden != spec.hidden:
-                raise ValueError(
-                    f"init={cfg.init} has {init.spec.feature_dim} features and hidden {init.spec.hidden}; "
-                    f"this run has {spec.feature_dim} and {spec.hidden}: pass --hidden to match it."
-                )
-            load_actor_into(ppo.policy, init.actor)
-            ppo.policy.log_std.data.fill_(cfg.bc_log_std)
-        export_policy(out / "initial_policy", actor_of(ppo.policy, spec), spec, world_model_dir)
-        _save_ppo(ppo, ppo_file)
-        atomic_write_text(state_file, json.dumps(state, indent=2))
-        atomic_write_text(progress_file, "")
-    else:
-        ppo = PPO.load(ppo_file, env=env, device=cfg.device)
-    rows = _read_rows(progress_file, state["round"])  # a row written after the last checkpoint goes
-    atomic_write_text(progress_file, "".join(json.dumps(r) + "\n" for r in rows))
-    if not rows:  # the starting actor, measured as every later round is
-        rows.append({"round": 0, "timesteps": 0, "imagined": imagined_eval(ppo.policy, env, cfg.seed)})
-        if cfg.verify_episodes:
-            rows[-1]["verified"] = verify_with_video(
-                out / "initial_policy", starts, cfg.verify_episodes, cfg.horizon, cfg.seed
-            )
-        if cfg.eval_episodes:
-            rows[-1]["reference"] = reference_eval(
-                out / "initial_policy", cfg.eval_episodes, cfg.eval_seed, cfg.episode_length, cfg.eval_envs
-            )
-        _append(progress_file, rows[-1])
-
-    steps_per_round = cfg.iterations * cfg.num_envs * cfg.horizon
+    }
+    ppo = _ppo(cfg, out, env, spec, episodes, model, world_model_dir, state, summary)  # 5. built or loaded
+    rows = _progress(cfg, out, state, ppo, env, starts)  # 6. the starting actor, measured once
     bar = tqdm(total=cfg.rounds, initial=state["round"], desc="RL in imagination", unit="round")
-    for r in range(state["round"], cfg.rounds):
+    for r in range(state["round"], cfg.rounds):  # 7. rounds, each checkpointed
         set_random_seed(cfg.seed * 10_007 + r + 1)
-        env.seed(cfg.seed * 10_007 + r + 1)
-        ppo._last_obs = env.reset()
-        ppo._last_episode_starts = np.ones(cfg.num_envs, dtype=bool)
-        env.pop_episodes()
-        _set_actor_trainable(ppo.policy, r >= cfg.warmup_rounds)
-        round_start = time.perf_counter()
-        ppo.learn(steps_per_round, reset_num_timesteps=False)
-        row = {
-            "round": r + 1, "timesteps": int(ppo.num_timesteps),
-            "seconds": round(time.perf_counter() - round_start, 2),
-            "training": _episode_summary(env.pop_episodes()), "critic_only": r < cfg.warmup_rounds,
-        }  # fmt: skip
-        _save_ppo(ppo, ppo_file)
+        row = _train_round(cfg, r, ppo, env)
+        _save_ppo(ppo, out / "ppo.zip")
         export_policy(out / "policy", actor_of(ppo.policy, spec), spec, world_model_dir)
         if r + 1 == cfg.rounds or (cfg.eval_every and (r + 1) % cfg.eval_every == 0):
-            row["imagined"] = imagined_eval(ppo.policy, env, cfg.seed)
-        if cfg.verify_episodes and "imagined" in row:
-            row["verified"] = verify_with_video(
-                out / "policy", starts, cfg.verify_episodes, cfg.horizon, cfg.seed
-            )
-        if cfg.eval_episodes and "imagined" in row:
-            row["reference"] = reference_eval(
-                out / "policy", cfg.eval_episodes, cfg.eval_seed, cfg.episode_length, cfg.eval_envs
-            )
+            row |= _measure(cfg, ppo, env, out / "policy", starts)
         state["round"] = r + 1
-        atomic_write_text(state_file, json.dumps(state, indent=2))
-        _append(progress_file, row)
+        atomic_write_text(out / "state.json", json.dumps(state, indent=2))
+        _append(out / "progress.jsonl", row)
         rows.append(row)
         bar.update(1)
         bar.set_postfix(
@@ -515,6 +296,162 @@ def train_rl(cfg: RLConfig) -> dict:
     })  # fmt: skip
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
     return summary
+
+
+def _saved_state(cfg: RLConfig, out: Path) -> dict | None:
+    """The state of the run in `out` (None for a new one); a run with other settings is refused."""
+    state_file, fingerprint = out / "state.json", cfg.fingerprint()
+    state = json.loads(state_file.read_text()) if state_file.is_file() else None
+    if state is not None and state["config"] != fingerprint:
+        changed = sorted(k for k in fingerprint if state["config"].get(k) != fingerprint[k])
+        raise ValueError(
+            f"{out} holds a run with other settings ({', '.join(changed)}); use another --output_dir or the "
+            "same settings to resume it."
+        )
+    return state
+
+
+def _world_model(cfg: RLConfig, out: Path) -> tuple[WorldModel, list[dict], str | Path]:
+    """The world model the run trains in, the recordings it starts from, and the model's directory: with
+    `head_steps`, a refined copy made once in the run (and reused on resume)."""
+    model = WorldModel.from_pretrained(cfg.checkpoint, device=cfg.device).eval()
+    if not model.config.head.reads_cameras and cfg.observation != "state":
+        raise ValueError(
+            f"{cfg.checkpoint}'s state head reads no cameras, so a policy trained in it cannot read the cube "
+            "pose from them: pass --observation=state (the pose from observation.environment_state)."
+        )
+    episodes = read_episodes(cfg, model)
+    if not cfg.head_steps:
+        return model, episodes, cfg.checkpoint
+    world_model_dir = out / "world_model"
+    if not (world_model_dir / "model.safetensors").is_file():
+        refine_head(
+            model, episodes, HeadTrainConfig(steps=cfg.head_steps, window=cfg.head_window, seed=cfg.seed)
+        )
+        model.save_pretrained(world_model_dir)
+    return WorldModel.from_pretrained(world_model_dir, device=cfg.device).eval(), episodes, world_model_dir
+
+
+def _first_state(cfg: RLConfig, model: WorldModel, episodes: list[dict]) -> dict:
+    """A new run's state: round 0 and the reward's support threshold and uncertainty floor, calibrated on
+    the recordings where the config leaves them to a quantile."""
+    state_only = cfg.observation == "state"
+    threshold, floor = cfg.reward.support_threshold, cfg.reward.uncertainty_floor
+    if cfg.support_quantile and not threshold:
+        threshold = calibrate_support(model, episodes, cfg.support_quantile, state_only)
+    if cfg.floor_quantile and not floor:
+        floor = calibrate_floor(model, episodes, cfg.floor_quantile, state_only)
+    return {
+        "config": cfg.fingerprint(),
+        "round": 0,
+        "support_threshold": threshold,
+        "uncertainty_floor": floor,
+    }
+
+
+def _imagined_env(
+    cfg: RLConfig, model: WorldModel, episodes: list[dict], starts: dict, state: dict
+) -> tuple[ImaginedEnv, ActorSpec]:
+    """The batched imagined environment PPO trains in, and the spec of the actor it trains."""
+    reward = RewardConfig(**{
+        **asdict(cfg.reward), "support_threshold": state["support_threshold"],
+        "uncertainty_floor": state["uncertainty_floor"],
+    })  # fmt: skip
+    base = load_policy(replace(cfg.base, device=cfg.device)) if cfg.init == "residual" else None
+    env = ImaginedEnv(
+        model, starts, cfg.num_envs, cfg.horizon, reward, cfg.observation,
+        check_physics=cfg.check_physics, action=cfg.action, seed=cfg.seed, base=base,
+        residual_scale=cfg.residual_scale,
+    )  # fmt: skip
+    spec = ActorSpec(
+        observation=cfg.observation, action=cfg.action, feature_dim=feature_dim(model, cfg.action),
+        action_dim=model.config.action_dim, hidden=cfg.hidden, frame_stride=model.config.frame_stride,
+        horizon_frames=cfg.horizon, robot=model.config.robot, residual_scale=cfg.residual_scale,
+        base={"path": cfg.base.path, "kwargs": cfg.base.kwargs} if base is not None else None,
+    )  # fmt: skip
+    return env, spec
+
+
+def _ppo(cfg, out, env, spec, episodes, model, world_model_dir, state, summary):
+    """PPO over `env`: loaded from the run's checkpoint, or built with its starting actor (from scratch,
+    behaviour-cloned, or an exported policy) and checkpointed as round 0."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.utils import set_random_seed
+
+    if state["round"] > 0:
+        return PPO.load(out / "ppo.zip", env=env, device=cfg.device)
+    set_random_seed(cfg.seed)
+    arch = dict(net_arch=dict(pi=list(cfg.hidden), vf=list(cfg.hidden)), log_std_init=cfg.log_std_init)
+    ppo = PPO(
+        "MlpPolicy", env, policy_kwargs=arch,
+        n_steps=cfg.horizon, batch_size=cfg.batch_size, n_epochs=cfg.n_epochs,
+        learning_rate=cfg.learning_rate, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
+        clip_range=cfg.clip_range, ent_coef=cfg.ent_coef, target_kl=cfg.target_kl, device=cfg.device,
+        verbose=0, seed=cfg.seed,
+    )  # fmt: skip
+    if cfg.init == "bc":
+        x, y = cloning_data(episodes, model, cfg.observation, cfg.horizon, cfg.action)
+        if cfg.bc_successes_only:
+            keep = torch.cat([
+                torch.full((len(ep["action"]),), bool(ep.get("episode_success", True))) for ep in episodes
+            ])  # fmt: skip
+            x, y = x[keep], y[keep]
+        summary["bc_loss"] = behaviour_clone(ppo.policy, x, y, cfg.bc_steps, cfg.seed)
+        ppo.policy.log_std.data.fill_(cfg.bc_log_std)
+    elif cfg.init not in INITS:  # an exported policy directory
+        init = ImaginationPolicy(cfg.init)
+        if init.spec.feature_dim != spec.feature_dim or init.spec.hidden != spec.hidden:
+            raise ValueError(
+                f"init={cfg.init} has {init.spec.feature_dim} features and hidden {init.spec.hidden}; "
+                f"this run has {spec.feature_dim} and {spec.hidden}: pass --hidden to match it."
+            )
+        load_actor_into(ppo.policy, init.actor)
+        ppo.policy.log_std.data.fill_(cfg.bc_log_std)
+    export_policy(out / "initial_policy", actor_of(ppo.policy, spec), spec, world_model_dir)
+    _save_ppo(ppo, out / "ppo.zip")
+    atomic_write_text(out / "state.json", json.dumps(state, indent=2))
+    atomic_write_text(out / "progress.jsonl", "")
+    return ppo
+
+
+def _progress(cfg: RLConfig, out: Path, state: dict, ppo, env: ImaginedEnv, starts: dict) -> list[dict]:
+    """The progress rows of the saved rounds (a row written after the last checkpoint goes), starting with
+    the starting actor's, measured as every later round is."""
+    progress_file = out / "progress.jsonl"
+    rows = _read_rows(progress_file, state["round"])
+    atomic_write_text(progress_file, "".join(json.dumps(r) + "\n" for r in rows))
+    if not rows:
+        rows.append({"round": 0, "timesteps": 0, **_measure(cfg, ppo, env, out / "initial_policy", starts)})
+        _append(progress_file, rows[-1])
+    return rows
+
+
+def _measure(cfg: RLConfig, ppo, env: ImaginedEnv, policy_dir: Path, starts: dict) -> dict:
+    """The actor in imagination, re-played with the video model, and in the reference world (as set)."""
+    row = {"imagined": imagined_eval(ppo.policy, env, cfg.seed)}
+    if cfg.verify_episodes:
+        row["verified"] = verify_with_video(policy_dir, starts, cfg.verify_episodes, cfg.horizon, cfg.seed)
+    if cfg.eval_episodes:
+        row["reference"] = reference_eval(
+            policy_dir, cfg.eval_episodes, cfg.eval_seed, cfg.episode_length, cfg.eval_envs
+        )
+    return row
+
+
+def _train_round(cfg: RLConfig, r: int, ppo, env: ImaginedEnv) -> dict:
+    """Round r: imagined episodes restarted from seed (seed, r), `iterations` PPO updates; its row."""
+    env.seed(cfg.seed * 10_007 + r + 1)
+    ppo._last_obs = env.reset()
+    ppo._last_episode_starts = np.ones(cfg.num_envs, dtype=bool)
+    env.pop_episodes()
+    _set_actor_trainable(ppo.policy, r >= cfg.warmup_rounds)
+    round_start = time.perf_counter()
+    ppo.learn(cfg.iterations * cfg.num_envs * cfg.horizon, reset_num_timesteps=False)
+    return {
+        "round": r + 1, "timesteps": int(ppo.num_timesteps),
+        "seconds": round(time.perf_counter() - round_start, 2),
+        "training": episode_summary(env.pop_episodes()), "critic_only": r < cfg.warmup_rounds,
+    }  # fmt: skip
 
 
 def _read_rows(path: Path, rounds: int) -> list[dict]:

@@ -56,7 +56,6 @@ VIOLATIONS = (
     "object_teleport",
     "object_unpushed",
 )
-ROBOT_VIOLATIONS = VIOLATIONS[:6]  # those that need no object state
 _COL = {t: k for k, t in enumerate(VIOLATIONS)}
 GRAVITY = 9.81
 
@@ -254,25 +253,7 @@ class PhysicsChecker:
         `geometry` may pass `self.geometry` of the same (B*T) states, computed earlier (a streaming caller
         keeps it per step instead of recomputing a window).
         """
-        q = _as_numpy(states)
-        if q.ndim != 3 or q.shape[-1] != self.spec.state_dim:
-            raise ValueError(
-                f"states have shape {q.shape}; expected (B, T, {self.spec.state_dim}) for robot "
-                f"'{self.spec.name}'."
-            )
-        if not dt > 0:
-            raise ValueError(f"dt={dt} must be the time (s) between consecutive states, > 0.")
-        a = _as_numpy(actions)
-        if a is not None and a.shape != q.shape[:2] + (self.spec.action_dim,):
-            raise ValueError(
-                f"actions have shape {a.shape}; expected {q.shape[:2] + (self.spec.action_dim,)}."
-            )
-        e = _as_numpy(env_states)
-        if e is not None and (e.shape[:2] != q.shape[:2] or e.shape[-1] % 7):
-            raise ValueError(f"env_states have shape {e.shape}; expected {q.shape[:2]} + (7 per object,).")
-        for name, x in (("states", q), ("actions", a), ("env_states", e)):
-            if x is not None and not np.isfinite(x).all():
-                raise ValueError(f"{name} contain NaN or inf; the checker needs finite trajectories.")
+        q, a, e = self._validated(states, dt, actions, env_states)
         cfg = self.cfg
         B, T, _ = q.shape
         flags = np.zeros((B, T, len(VIOLATIONS)), dtype=bool)
@@ -311,6 +292,30 @@ class PhysicsChecker:
                         flags, col, pose[..., :3], tcp, self.resting_height(k, pose[..., 3:]), dt
                     )
         return Violations(flags)
+
+    def _validated(self, states, dt: float, actions, env_states):
+        """The trajectory as float arrays (states, actions or None, env_states or None), or a one-line error
+        naming the input at fault."""
+        q = _as_numpy(states)
+        if q.ndim != 3 or q.shape[-1] != self.spec.state_dim:
+            raise ValueError(
+                f"states have shape {q.shape}; expected (B, T, {self.spec.state_dim}) for robot "
+                f"'{self.spec.name}'."
+            )
+        if not dt > 0:
+            raise ValueError(f"dt={dt} must be the time (s) between consecutive states, > 0.")
+        a = _as_numpy(actions)
+        if a is not None and a.shape != q.shape[:2] + (self.spec.action_dim,):
+            raise ValueError(
+                f"actions have shape {a.shape}; expected {q.shape[:2] + (self.spec.action_dim,)}."
+            )
+        e = _as_numpy(env_states)
+        if e is not None and (e.shape[:2] != q.shape[:2] or e.shape[-1] % 7):
+            raise ValueError(f"env_states have shape {e.shape}; expected {q.shape[:2]} + (7 per object,).")
+        for name, x in (("states", q), ("actions", a), ("env_states", e)):
+            if x is not None and not np.isfinite(x).all():
+                raise ValueError(f"{name} contain NaN or inf; the checker needs finite trajectories.")
+        return q, a, e
 
     def _check_object(self, flags, col, p: np.ndarray, tcp: np.ndarray, rest: np.ndarray, dt: float) -> None:
         """Object rules for positions p (B,T,3), grasp points tcp (B,T,2,3), resting heights rest (B,T)."""

@@ -168,11 +168,6 @@ class _TransferScript:
         self.events: list[tuple[int, str]] = []  # (step, stage entered): what happened, for inspection
         self._enter("approach", state, cube)
 
-    @property
-    def retries(self) -> int:
-        """Re-grasps plus left-hand re-reaches this episode has made so far."""
-        return self.cfg.max_retries - self.retries_left
-
     # ------------------------------------------------------------- randomness
     def _steps(self, name: str) -> int:
         """Duration in control steps of a nominal segment, with speed and per-segment jitter applied."""

@@ -45,15 +45,6 @@ def _quat_to_matrix(q: np.ndarray) -> np.ndarray:
     ])  # fmt: skip
 
 
-def axis_rotation(axis: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
-    """Rotation matrices (...,3,3) by `angle` (...) about unit `axis` (3,) (Rodrigues' formula)."""
-    x, y, z = axis
-    zero = torch.zeros((), dtype=axis.dtype, device=axis.device)
-    k = torch.stack([torch.stack([zero, -z, y]), torch.stack([z, zero, -x]), torch.stack([-y, x, zero])])
-    s, c = angle.sin()[..., None, None], angle.cos()[..., None, None]
-    return torch.eye(3, dtype=axis.dtype, device=axis.device) + s * k + (1 - c) * (k @ k)
-
-
 def box_corners(aabb: np.ndarray) -> np.ndarray:
     """The 8 corners (8,3) of an axis-aligned box given as MuJoCo's (center xyz, half-size xyz)."""
     signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])

@@ -100,10 +100,6 @@ class EmbodimentSpec:
     def state_dim(self) -> int:
         return len(self.joint_names)
 
-    @property
-    def control_dt(self) -> float:
-        return 1.0 / self.control_hz
-
 
 def aloha_spec(model_xml: str | Path | None = None) -> EmbodimentSpec:
     """The bimanual ALOHA (two ViperX 300s) as gym-aloha models it, read from its MJCF."""

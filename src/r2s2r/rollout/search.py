@@ -197,17 +197,49 @@ class SearchPolicy:
     def _decide(self, batch: dict[str, torch.Tensor], first: torch.Tensor) -> torch.Tensor:
         """Offsets (B, plan_steps, A) of the best candidate for each env."""
         start = time.perf_counter()
-        cfg, B, A = self.cfg, first.shape[0], first.shape[1]
+        cfg = self.cfg
         gen = torch.Generator().manual_seed(
             int(np.random.SeedSequence([cfg.seed, self.episodes, self.step]).generate_state(1)[0])
         )
+        # 1. Where the robot is, as the head encodes it.
         state, env = self._state(batch), self._env(batch)
         norm_env = None if env is None else self.model.norm("env", env.to(self.cfg.device))
         frames = self._frames(batch) if self.model.config.head.reads_cameras else None  # a blind head: none
         latent = self.model.state_head.encode(frames, self.model.norm("state", state), norm_env)
-        # The base's plans as the robot would execute them: commands past a joint or gripper range are
-        # clipped into it (MuJoCo's ctrlrange would clamp them too); `clipped` counts the plans that were.
-        planner = fork_policy(self.base)  # after the plan it stands where the base will: followup starts here
+        # 2. The base's plan and its own alternatives; after the plan `planner` stands where the base will.
+        planner = fork_policy(self.base)
+        plan, proposals, clipped, course, mean = self._proposals(latent, batch, planner, first, gen)
+        # 3. CEM rounds around them, every candidate scored.
+        candidates, scores, rounds = self._cem(latent, state, env, plan, proposals, mean, gen, start)
+        # 4. The best, after the follow-up, the video re-check and the minimum gain have had their say.
+        order = scores.argsort(dim=0, descending=True, stable=True)  # on ties the earlier: the base first
+        order, extra = self._final_order(latent, batch, state, env, plan, candidates, order, planner)
+        B = first.shape[0]
+        best_score = scores[order[0], torch.arange(B)]
+        if cfg.min_gain > 0:  # a gain this small is more likely the model's error than the plan's merit
+            change = best_score - scores[course, torch.arange(B)] > cfg.min_gain  # (B,)
+            order = torch.where(change, order[0], course)[None]
+        extra["predicted_gain"] = (best_score - scores[0]).numpy()  # (B,) the best's over the base plan's
+        self.decisions.append(
+            Decision(
+                seconds=time.perf_counter() - start,
+                rounds=rounds,
+                candidates=len(candidates),
+                chosen_score=scores[order[0], torch.arange(B)].numpy(),
+                base_score=scores[0].numpy(),
+                chose_base=(order[0] == 0).numpy(),
+                clipped=clipped.numpy(),
+                extra=extra,
+            )
+        )
+        return candidates[order[0], torch.arange(B)]  # (B,P,A)
+
+    def _proposals(self, latent, batch, planner, first, gen):
+        """The base plan (B,P,A) within the joint ranges; the proposals' offsets from it (M,B,P,A): the base's
+        own (zero) first, its reseeded alternatives, the last correction carried on (warm start); how many
+        of the base's plans had commands past a range (B,); each env's course, the proposal that goes on as
+        now (B,); and the CEM's starting mean (B,H,A)."""
+        cfg, B, A = self.cfg, first.shape[0], first.shape[1]
         plans = [self._imagine_plan(latent, batch, planner, first)]  # (B,P,A) each
         warm = cfg.warm_start and self.offsets is not None  # the last correction, if any, takes a place
         for _ in range(min(cfg.policy_samples, cfg.num_candidates - 1 - warm)):  # the base's own alternatives
@@ -216,13 +248,13 @@ class SearchPolicy:
                 break
             fork.reseed(int(torch.randint(2**31, (1,), generator=gen)))
             plans.append(self._imagine_plan(latent, batch, fork, first))
+        # The plans as the robot would execute them: commands past a joint or gripper range are clipped into
+        # it (MuJoCo's ctrlrange would clamp them too); `clipped` counts the plans that were.
         raw = torch.stack(plans)  # (M,B,P,A)
         clipped = torch.from_numpy(self.checker.commands(raw.numpy()).any(axis=(2, 3))).sum(0)  # (B,)
         plan = self._within_limits(raw[0])  # the base plan: offsets are measured from it
         proposals = self._within_limits(raw) - plan  # (M,B,P,A), the base's own first
-
-        # CEM over offsets that are constant within each model frame: (B,H,A) mean and spread.
-        mean, std = torch.zeros(B, cfg.horizon, A), self.noise.expand(B, cfg.horizon, A).clone()
+        mean = torch.zeros(B, cfg.horizon, A)
         course = torch.zeros(B, dtype=torch.long)  # per env, what goes on as now: the base plan (0), or ...
         if warm:  # N >= 2 here, and a place was kept for it above
             kept = self._shifted(self.offsets)  # the last correction, carried on: (B,P,A)
@@ -231,13 +263,20 @@ class SearchPolicy:
             under_way = self.offsets.abs().amax(dim=(1, 2)) > 0  # (B,) ... the correction under way
             course = torch.where(under_way, len(proposals) - 1, course)
             mean = kept.reshape(B, cfg.horizon, self.stride, A).mean(2)
-        pool, pool_scores = [], []  # every candidate scored, every round
+        return plan, proposals, clipped, course, mean
+
+    def _cem(self, latent, state, env, plan, proposals, mean, gen, start):
+        """CEM over offsets that are constant within each model frame, from `mean` (B,H,A) and the search's
+        noise: every candidate of every round (R*N,B,P,A), its score (R*N,B), and the rounds run."""
+        cfg, B = self.cfg, plan.shape[0]
+        std = self.noise.expand(B, cfg.horizon, plan.shape[-1]).clone()
+        pool, pool_scores = [], []
         rounds = 0
         while True:
             rounds += 1
             fixed = proposals if rounds == 1 else proposals[:0]  # later rounds: all from the refitted CEM
             noise = mean + std * torch.randn(
-                cfg.num_candidates - len(fixed), B, cfg.horizon, A, generator=gen
+                cfg.num_candidates - len(fixed), B, cfg.horizon, plan.shape[-1], generator=gen
             )
             # Perturbed plans are kept within the joint and gripper ranges too.
             perturbed = self._within_limits(plan + noise.repeat_interleave(self.stride, dim=2)) - plan
@@ -252,10 +291,12 @@ class SearchPolicy:
             top = score[len(fixed) :].topk(min(elite, len(noise)), dim=0).indices  # (e,B) among the noise
             chosen = noise[top, torch.arange(B)]  # (e,B,H,A)
             mean, std = chosen.mean(0), chosen.std(0, unbiased=False).clamp(min=1e-3)
+        return torch.cat(pool), torch.cat(pool_scores), rounds
 
-        scores, candidates = torch.cat(pool_scores), torch.cat(pool)  # (R*N,B), (R*N,B,P,A)
-        order = scores.argsort(dim=0, descending=True, stable=True)  # on ties the earlier: the base first
-        extra = {}
+    def _final_order(self, latent, batch, state, env, plan, candidates, order, planner):
+        """The candidates' order (k,B) after the follow-up re-score and the video re-check, if on; and what
+        the re-check adds to the decision's record."""
+        cfg, B, extra = self.cfg, plan.shape[0], {}
         if cfg.followup:
             order = self._follow_up(latent, batch, state, env, plan, candidates, order, planner)
         if cfg.recheck_top > 1:
@@ -264,25 +305,7 @@ class SearchPolicy:
             pick, video_scores = self._recheck(batch, plan, top)
             order = order[:k].gather(0, pick[None])
             extra = {"video_scores": video_scores.numpy()}
-        best_score = scores[order[0], torch.arange(B)]
-        if cfg.min_gain > 0:  # a gain this small is more likely the model's error than the plan's merit
-            change = best_score - scores[course, torch.arange(B)] > cfg.min_gain  # (B,)
-            order = torch.where(change, order[0], course)[None]
-        extra["predicted_gain"] = (best_score - scores[0]).numpy()  # (B,) the best's over the base plan's
-        best = candidates[order[0], torch.arange(B)]  # (B,P,A)
-        self.decisions.append(
-            Decision(
-                seconds=time.perf_counter() - start,
-                rounds=rounds,
-                candidates=len(candidates),
-                chosen_score=scores[order[0], torch.arange(B)].numpy(),
-                base_score=scores[0].numpy(),
-                chose_base=(order[0] == 0).numpy(),
-                clipped=clipped.numpy(),
-                extra=extra,
-            )
-        )
-        return best
+        return order, extra
 
     @torch.no_grad()
     def _follow_up(self, latent, batch, state, env, plan, candidates, order, planner) -> torch.Tensor:

@@ -44,6 +44,7 @@ from r2s2r.files import atomic_write_text
 from r2s2r.model.configuration_world_model import StateHeadConfig
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.model.state_head import pose_error
+from r2s2r.robots.spec import robot_spec
 
 
 @dataclass
@@ -186,70 +187,23 @@ def refine_head(
 
     Returns the loss log, one row per 100 steps.
     """
-    head, mc = model.state_head, model.config
+    head, M = model.state_head, model.config.head.ensemble
     gen = torch.Generator().manual_seed(cfg.seed)
-    T = min(len(ep["action"]) for ep in episodes) + 1
-    if T < 2:
-        raise ValueError("episodes need at least two frames to train the head's dynamics.")
+    data = _episode_tensors(model, episodes)
+    T = data["states"].shape[1]
     window = min(cfg.window, T)
-    feats = torch.stack([_trunk_features(model, ep)[:T] for ep in episodes])  # (N,T,F)
-    states = torch.stack([model.norm("state", ep["observation.state"][:T].float()) for ep in episodes])
-    chunks = torch.stack([model.norm_chunks(ep["action"][: T - 1].float()) for ep in episodes])  # (N,T-1,C)
-    has_env = mc.env_state_dim > 0 and "observation.environment_state" in episodes[0]
-    if has_env:  # the object pose's scale, re-taken robustly from these episodes (see WorldModel.set_stats)
-        key = "observation.environment_state"
-        stats = feature_stats(torch.cat([ep[key] for ep in episodes]).numpy())
-        model.set_stats({key: {k: torch.as_tensor(v, dtype=torch.float32) for k, v in stats.items()}})
-    envs = torch.stack([
-        model.norm("env", ep["observation.environment_state"][:T].float()) if has_env else torch.zeros(T, 1)
-        for ep in episodes
-    ])  # fmt: skip
-    rewards, successes = map(torch.stack, zip(*(_labels(ep, T) for ep in episodes), strict=True))
-    rewards = rewards.clamp(0, mc.reward_levels - 1)
-
     params = [p for name, p in head.named_parameters() if not name.startswith("trunk.")]
     optimizer = torch.optim.Adam(params, lr=cfg.lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, cfg.steps)
     head.train()
-    log, M = [], mc.head.ensemble
+    log = []
     bar = tqdm(range(cfg.steps), desc="refining the state head", unit="step", leave=False)
     for step in bar:
         n = torch.randint(len(episodes), (cfg.batch_size,), generator=gen)
         t0 = torch.randint(T - window + 1, (cfg.batch_size,), generator=gen)
-        idx = t0[:, None] + torch.arange(window)  # (B,W)
-        rows = n[:, None]
         weight = (torch.rand(cfg.batch_size, M, generator=gen) < cfg.bootstrap).float()  # (B,M) bootstrap
-        seen = head.sees_objects(cfg.batch_size, generator=gen) if has_env else None
-        first = envs[n, t0] if has_env else None
-        latent = head.encode_features(feats[n, t0], states[n, t0], first, seen)[:, None].expand(-1, M, -1)
-        loss = torch.zeros(())
-        for j in range(window):
-            t = idx[:, j]
-            if j:
-                before = (states[n, idx[:, j - 1]], envs[n, idx[:, j - 1]]) if has_env else None
-                latent, pose_loss = head.step_supervised(
-                    latent,
-                    chunks[rows[:, 0], idx[:, j - 1]],
-                    envs[n, t] if has_env else None,
-                    states[n, t],
-                    before,
-                )
-            pred = head.decode(latent)  # (B,M,·)
-            per = (pred["state"] - states[n, t][:, None]).pow(2).mean(-1)  # (B,M)
-            if has_env and j:
-                per = per + pose_loss
-            elif has_env:
-                per = per + pose_error(pred["env_state"], envs[n, t][:, None])
-                if head.carried:  # the cameras' own guess, for observations without a pose
-                    per = per + pose_error(head.camera_guess(latent), envs[n, t][:, None])
-            per = per + F.cross_entropy(
-                pred["reward_logits"].flatten(0, 1), rewards[n, t].repeat_interleave(M), reduction="none"
-            ).reshape(-1, M)
-            per = per + F.binary_cross_entropy_with_logits(
-                pred["success_logit"], successes[n, t][:, None].expand(-1, M), reduction="none"
-            )
-            loss = loss + (per * weight).sum() / weight.sum().clamp_min(1)
-        loss = loss / window
+        seen = head.sees_objects(cfg.batch_size, generator=gen) if data["has_env"] else None
+        loss = _window_loss(head, data, n, t0[:, None] + torch.arange(window), weight, seen)
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -260,6 +214,78 @@ def refine_head(
             bar.set_postfix(loss=f"{loss.item():.3f}")
     head.eval()
     return log
+
+
+def _episode_tensors(model: WorldModel, episodes: list[dict[str, torch.Tensor]]) -> dict:
+    """The episodes' first T frames (T: the shortest's), normalized and stacked: trunk features (N,T,F),
+    proprio (N,T,S), chunks (N,T-1,C), object poses (N,T,E) (zeros (N,T,1) without), staged rewards and
+    successes (N,T); `has_env` says whether the poses are real. The object pose's scale is re-taken
+    robustly from these episodes (see WorldModel.set_stats)."""
+    mc = model.config
+    T = min(len(ep["action"]) for ep in episodes) + 1
+    if T < 2:
+        raise ValueError("episodes need at least two frames to train the head's dynamics.")
+    has_env = mc.env_state_dim > 0 and "observation.environment_state" in episodes[0]
+    if has_env:
+        key = "observation.environment_state"
+        stats = feature_stats(torch.cat([ep[key] for ep in episodes]).numpy())
+        model.set_stats({key: {k: torch.as_tensor(v, dtype=torch.float32) for k, v in stats.items()}})
+    rewards, successes = map(torch.stack, zip(*(_labels(ep, T) for ep in episodes), strict=True))
+    return {
+        "feats": torch.stack([_trunk_features(model, ep)[:T] for ep in episodes]),
+        "states": torch.stack([model.norm("state", ep["observation.state"][:T].float()) for ep in episodes]),
+        "chunks": torch.stack([model.norm_chunks(ep["action"][: T - 1].float()) for ep in episodes]),
+        "envs": torch.stack(
+            [
+                model.norm("env", ep["observation.environment_state"][:T].float())
+                if has_env
+                else torch.zeros(T, 1)
+                for ep in episodes
+            ]
+        ),  # fmt: skip
+        "rewards": rewards.clamp(0, mc.reward_levels - 1),
+        "successes": successes,
+        "has_env": has_env,
+    }
+
+
+def _window_loss(
+    head, data: dict, n: torch.Tensor, idx: torch.Tensor, weight: torch.Tensor, seen
+) -> torch.Tensor:
+    """The mean loss over a batch of windows: episodes `n` (B,), frames `idx` (B,W); every prediction of
+    every frame, the encoded one included, each member weighted by its bootstrap `weight` (B,M)."""
+    states, envs, has_env, M = data["states"], data["envs"], data["has_env"], weight.shape[1]
+    t0 = idx[:, 0]
+    first = envs[n, t0] if has_env else None
+    latent = head.encode_features(data["feats"][n, t0], states[n, t0], first, seen)[:, None].expand(-1, M, -1)
+    loss = torch.zeros(())
+    for j in range(idx.shape[1]):
+        t = idx[:, j]
+        if j:
+            before = (states[n, idx[:, j - 1]], envs[n, idx[:, j - 1]]) if has_env else None
+            latent, pose_loss = head.step_supervised(
+                latent,
+                data["chunks"][n, idx[:, j - 1]],
+                envs[n, t] if has_env else None,
+                states[n, t],
+                before,
+            )
+        pred = head.decode(latent)  # (B,M,·)
+        per = (pred["state"] - states[n, t][:, None]).pow(2).mean(-1)  # (B,M)
+        if has_env and j:
+            per = per + pose_loss
+        elif has_env:
+            per = per + pose_error(pred["env_state"], envs[n, t][:, None])
+            if head.carried:  # the cameras' own guess, for observations without a pose
+                per = per + pose_error(head.camera_guess(latent), envs[n, t][:, None])
+        per = per + F.cross_entropy(
+            pred["reward_logits"].flatten(0, 1), data["rewards"][n, t].repeat_interleave(M), reduction="none"
+        ).reshape(-1, M)
+        per = per + F.binary_cross_entropy_with_logits(
+            pred["success_logit"], data["successes"][n, t][:, None].expand(-1, M), reduction="none"
+        )
+        loss = loss + (per * weight).sum() / weight.sum().clamp_min(1)
+    return loss / idx.shape[1]
 
 
 def start_env(model: WorldModel, episode: dict[str, torch.Tensor]) -> torch.Tensor | None:
@@ -277,7 +303,7 @@ def head_openloop(
 
     The head starts from the recorded object pose too where it reads one, unless `objects` is False."""
     head, mc = model.state_head, model.config
-    fps = 50 / mc.frame_stride  # frames per second of the model at ALOHA's 50 Hz control
+    fps = robot_spec(mc.robot).control_hz / mc.frame_stride  # model frames per second
     errors = {s: [] for s in seconds}
     agree, imagined, real = [], [], []
     start = time.perf_counter()

@@ -118,32 +118,13 @@ def train(cfg: TrainConfig) -> Path:
     output = Path(cfg.output_dir)
     accelerator = _accelerator(cfg)
     torch.manual_seed(cfg.seed)
-    match_frame_rate(cfg.data, cfg.model.frame_stride)
-    cfg.data.future_frames = cfg.data.future_frames or 3  # one is denoised, the state head unrolls all
-    dataset = ClipDataset(cfg.data)
-    if dataset.stride != cfg.model.frame_stride:
-        raise ValueError(
-            f"data.frame_rate={cfg.data.frame_rate} Hz gives a stride of {dataset.stride} control steps but "
-            f"the model expects frame_stride={cfg.model.frame_stride}; "
-            f"set --data.frame_rate={dataset.fps // cfg.model.frame_stride}."
-        )
-    if cfg.model.sketched_objects and "observation.environment_state" not in dataset.stats:
-        raise ValueError(
-            f"the model sketches objects (object_sketch) but {cfg.data.root} has no "
-            "observation.environment_state (object poses); set --model.object_sketch=false."
-        )
+    dataset = _dataset(cfg)
     model = WorldModel(cfg.model)
     model.set_stats(dataset.stats)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = get_cosine_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.steps)
     ema = EMAModel(model.parameters(), decay=cfg.ema_decay)
-    last = output / "checkpoints" / "last"
-    if cfg.resume and not last.exists():
-        raise FileNotFoundError(f"--resume: no checkpoint at {last}; train without --resume first.")
-    if not cfg.resume and last.exists():
-        raise ValueError(
-            f"{output} already holds a run; pass --resume to continue it or pick a new --output_dir."
-        )
+    last = _last_checkpoint(cfg)
     if accelerator.state.deepspeed_plugin is not None:  # DeepSpeed sizes its buffers from the micro-batch
         accelerator.state.deepspeed_plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = cfg.batch_size
     model, optimizer = accelerator.prepare(model, optimizer)
@@ -153,19 +134,7 @@ def train(cfg: TrainConfig) -> Path:
         start = load_checkpoint(last, accelerator.unwrap_model(model), optimizer, scheduler, ema, accelerator)
         log.info("resumed from %s at step %d", last.resolve(), start)
 
-    sampler = StepSampler(len(dataset), cfg.batch_size, cfg.seed, start * cfg.grad_accum,
-                          accelerator.process_index, accelerator.num_processes)  # fmt: skip
-    loader = torch.utils.data.DataLoader(
-        dataset,
-        batch_size=cfg.batch_size,
-        sampler=sampler,
-        num_workers=cfg.num_workers,
-        drop_last=True,
-        persistent_workers=cfg.num_workers > 0,
-        generator=torch.Generator().manual_seed(
-            cfg.seed
-        ),  # the global RNG, saved in checkpoints, is the model's
-    )
+    loader = _loader(cfg, dataset, start, accelerator)
     if cfg.tensorboard:
         accelerator.init_trackers("r2s2r", config=_flat(cfg))
     log.info("training %s (%.2f M parameters) on %d clips, %s", cfg.preset, _millions(model), len(dataset),
@@ -193,6 +162,55 @@ def train(cfg: TrainConfig) -> Path:
             break
     accelerator.end_training()
     return (output / "checkpoints" / "last" / "pretrained_model").resolve()
+
+
+def _dataset(cfg: TrainConfig) -> ClipDataset:
+    """The training clips at the model's frame rate; data the model cannot learn from is refused."""
+    match_frame_rate(cfg.data, cfg.model.frame_stride)
+    cfg.data.future_frames = cfg.data.future_frames or 3  # one is denoised, the state head unrolls all
+    dataset = ClipDataset(cfg.data)
+    if dataset.stride != cfg.model.frame_stride:
+        raise ValueError(
+            f"data.frame_rate={cfg.data.frame_rate} Hz gives a stride of {dataset.stride} control steps but "
+            f"the model expects frame_stride={cfg.model.frame_stride}; "
+            f"set --data.frame_rate={dataset.fps // cfg.model.frame_stride}."
+        )
+    if cfg.model.sketched_objects and "observation.environment_state" not in dataset.stats:
+        raise ValueError(
+            f"the model sketches objects (object_sketch) but {cfg.data.root} has no "
+            "observation.environment_state (object poses); set --model.object_sketch=false."
+        )
+    return dataset
+
+
+def _last_checkpoint(cfg: TrainConfig) -> Path:
+    """Where the run's last checkpoint is (or will be); a resume needs one, a new run must not find one."""
+    output = Path(cfg.output_dir)
+    last = output / "checkpoints" / "last"
+    if cfg.resume and not last.exists():
+        raise FileNotFoundError(f"--resume: no checkpoint at {last}; train without --resume first.")
+    if not cfg.resume and last.exists():
+        raise ValueError(
+            f"{output} already holds a run; pass --resume to continue it or pick a new --output_dir."
+        )
+    return last
+
+
+def _loader(cfg: TrainConfig, dataset: ClipDataset, start: int, accelerator) -> torch.utils.data.DataLoader:
+    """Batches in the order the seed fixes, from step `start` on, this process's share of them."""
+    sampler = StepSampler(len(dataset), cfg.batch_size, cfg.seed, start * cfg.grad_accum,
+                          accelerator.process_index, accelerator.num_processes)  # fmt: skip
+    return torch.utils.data.DataLoader(
+        dataset,
+        batch_size=cfg.batch_size,
+        sampler=sampler,
+        num_workers=cfg.num_workers,
+        drop_last=True,
+        persistent_workers=cfg.num_workers > 0,
+        generator=torch.Generator().manual_seed(
+            cfg.seed
+        ),  # the global RNG, saved in checkpoints, is the model's
+    )
 
 
 def train_step(accelerator, model, optimizer, batch: dict, grad_clip: float) -> dict[str, float]:

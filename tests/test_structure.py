@@ -1,7 +1,8 @@
-"""The package's layers: no import runs upward, no import circle, nothing private crosses a package.
+"""The package's shape: no import runs upward, no import circle, nothing private crosses a package, no
+function longer than a screen.
 
 Read from the source with `ast`, lazy (function-level) imports included, so a failure names the file and
-the import. The order, bottom to top, is the one docs/architecture.md draws.
+the line. The layers' order, bottom to top, is the one docs/architecture.md draws.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "r2s2r"
+MAX_FUNCTION_LINES = 60
 LAYERS = ("files", "robots", "policies", "data", "model", "rollout", "training", "eval", "rl", "scripts")
 
 
@@ -100,3 +102,26 @@ def test_the_checks_see_an_upward_import(tmp_path):
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from r2s2r.rl.train import _x\n")
     assert imports(source) == [("r2s2r.rl.train", ["_x"], 2)]
+
+
+def long_functions(path: Path) -> list[str]:
+    """`path:line name (n lines)` for every function or method longer than MAX_FUNCTION_LINES."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines = node.end_lineno - node.lineno + 1
+            if lines > MAX_FUNCTION_LINES:
+                found.append(f"{path}:{node.lineno} {node.name} ({lines} lines)")
+    return found
+
+
+def test_no_function_is_longer_than_a_screen():
+    too_long = [f for p in sorted(SRC.rglob("*.py")) for f in long_functions(p)]
+    assert not too_long, "split these into the steps their docstrings list:\n" + "\n".join(too_long)
+
+
+def test_the_length_check_counts_a_long_function(tmp_path):
+    source = tmp_path / "m.py"
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    source.write_text(f"def short():\n    pass\n\n\ndef long():\n{body}\n")
+    assert long_functions(source) == [f"{source}:5 long ({MAX_FUNCTION_LINES + 1} lines)"]
