@@ -110,7 +110,7 @@ class ACTLatentAdapter(LeRobotPolicyAdapter):
     by `seed`, and re-plan at once: the rest of the chunk under way is dropped, and so is the new chunk's
     first action, which is meant for the step the policy just took. Those are ACT's own alternative plans
     for the action search; how much they differ depends on how much the CVAE put into its latent (little
-    in the zoo's ACT: benchmarks/act_latent.py). Until `reseed` is called it acts exactly as
+    in the zoo's ACT: benchmarks/studies/act_latent.py). Until `reseed` is called it acts exactly as
     `LeRobotPolicyAdapter`.
     """
 

@@ -32,7 +32,7 @@ calibrated from the head replaying the logged actions of its training episodes: 
 each episode's worst frame (`calibrate_support`). The uncertainty floor, where set, is a quantile of all the
 frames of the same replays (`calibrate_floor`): what the head is unsure of on the data itself is not
 charged. Where the data's own disagreement gathers around the object (grasps, pushes), a charge on all of
-it teaches a fine-tuned policy to keep away from the object (see the README's RL benchmark).
+it teaches a fine-tuned policy to keep away from the object (docs/benchmarks.md, RL in imagination).
 """
 
 from __future__ import annotations

@@ -27,8 +27,7 @@ it decides, for each env of the batch:
    the base plan, or the correction under way that the warm start carries on) only for a candidate whose
    score beats the course's by more than that margin. The pessimism and the trust region are there because
    a search is an optimiser against the model: with plain mean scores, the more candidates it tried, the
-   surer it found one whose predicted progress was the model's error (see README, "Physics checker and
-   action search");
+   surer it found one whose predicted progress was the model's error (docs/benchmarks.md, "Action search");
 4. **act**: between decisions each control step sends the base policy's action *at that step* (it still
    sees the real observations) plus the chosen candidate's offset for that step, clipped to the joint and
    gripper ranges, and replans.
@@ -315,7 +314,7 @@ class SearchPolicy:
         Within the horizon a candidate is scored as if the base would carry on as planned; but the base
         reacts to where the candidate leaves the robot, and a policy that never saw its own drift (ACT,
         behaviour-cloned) reacts badly: played blind, the search's offsets halve ACT's success
-        (benchmarks/search_headroom.py). Here each finalist's score includes what the base does next.
+        (benchmarks/studies/search_headroom.py). Here each finalist's score includes what the base does next.
         """
         B, k = plan.shape[0], min(self.cfg.followup_top, len(candidates) - 1)
         best = order[: k + 1]  # (k+1,B): per env the best k other than the base plan (index 0), in order
@@ -504,9 +503,9 @@ class PerturbedPolicy:
     Every `every` control steps each env draws a new Gaussian offset (std `arm_noise` rad on arm joint
     targets, `gripper_noise` on the grippers), held until the next draw as the search's candidates hold
     theirs over a model frame, and adds it to the base's action, clipped into the robot's ranges. Played in
-    the reference world with several seeds, it measures what the search has to choose from around a policy
-    (`benchmarks/search_headroom.py`): how far the blind proposals fall below the base, and how often some
-    seed succeeds where the base fails. An env's offsets are a function of `seed` and its first observation
+    the reference world with several seeds, it measures what the search has to choose from around a
+    policy (`benchmarks/studies/search_headroom.py`): how far the blind proposals fall below the base, and
+    how often some seed succeeds where the base fails. An env's offsets are a function of `seed` and its first observation
     (proprio and object pose) only, so an episode gets the same ones in whatever batch or process it plays;
     with zero noise it is the base policy.
     """

@@ -12,7 +12,8 @@ by predicted progress and success minus uncertainty and physics violations (the 
 that would command a joint or gripper out of range, and sends the best one's offset on top of what the
 base does. N=1 is the base policy unchanged, so each N in --candidates is compared on the same episodes.
 --search.value=DIR adds a base value (`r2s2r-fit-value` on the base's own episodes): each candidate also
-scores the odds of eventual success from where it ends. Off by default: around ACT it did not help (README).
+scores the odds of eventual success from where it ends. Off by default: around ACT it did not help
+(docs/benchmarks.md).
 
 Prints success per N (overall, ID, OOD, Wilson 95 % intervals), the episodes won and lost against the
 base (the same episodes) and the decision latency; writes one JSON line per episode to --output and

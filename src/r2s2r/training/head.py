@@ -20,7 +20,7 @@ succeeded).
 
 `refine_checkpoint` (`r2s2r-refine-head`) does this to a saved world model on one or more recordings (the
 model's own, and any policy rollouts worth adding) and writes a new world model; with `upgrade` it first
-gives a checkpoint made before today's head that head (`upgrade_head`), which refinement then trains.
+gives a checkpoint made before the current head that head (`upgrade_head`), which refinement then trains.
 
 The object pose's normalization is re-taken from the refinement episodes, robustly (median and 1-99 %
 range, as `WorldModel.set_stats`): only the head reads or predicts object poses, and it is retrained here.
@@ -67,7 +67,7 @@ class RefineConfig:
     data: list[str] = field(default_factory=list)  # LeRobot datasets to refine on (its own recordings first)
     heldout: str = ""  # LeRobot dataset for the before/after figures (never trained on); "" skips them
     output_dir: str = "outputs/refine_head"  # the refined world model, and refine.json with the figures
-    upgrade: bool = True  # give an older checkpoint today's head first (`upgrade_head`)
+    upgrade: bool = True  # give an older checkpoint the current head first (`upgrade_head`)
     pose_modes: int = 0  # free object-pose modes of the refined head (head.pose_modes); 0: the checkpoint's
     kinematics: bool = True  # relate the object to the grippers (head.kinematics); False: a pose-only head
     arm_targets: bool = False  # the arm joints end each frame at their last target (head.arm_targets)
@@ -107,7 +107,7 @@ UPGRADES = {
 
 
 def upgrade_head(model: WorldModel, seed: int = 0, **head: object) -> WorldModel:
-    """The same world model with today's state head (`UPGRADES`): it reads the observed object pose and
+    """The same world model with the current state head (`UPGRADES`): it reads the observed object pose and
     carries proprio and pose explicitly. The video model, the judge, the normalization and the cameras'
     trunk are copied; the rest of an older head is rebuilt from `seed` (the global RNG is left as it was),
     so it must be refined (`refine_head`) before use. `head` sets other StateHeadConfig fields (e.g.
