@@ -505,9 +505,9 @@ class PerturbedPolicy:
     theirs over a model frame, and adds it to the base's action, clipped into the robot's ranges. Played in
     the reference world with several seeds, it measures what the search has to choose from around a
     policy (`benchmarks/studies/search_headroom.py`): how far the blind proposals fall below the base, and
-    how often some seed succeeds where the base fails. An env's offsets are a function of `seed` and its first observation
-    (proprio and object pose) only, so an episode gets the same ones in whatever batch or process it plays;
-    with zero noise it is the base policy.
+    how often some seed succeeds where the base fails. An env's offsets are a function of `seed` and its
+    first observation (proprio and object pose) only, so an episode gets the same ones in whatever batch or
+    process it plays; with zero noise it is the base policy.
     """
 
     def __init__(
