@@ -13,6 +13,7 @@ reference-world evaluation and RL's deployment check all play their episodes thr
 | `reward`       | (B, T)     | gym-aloha's staged reward after each step                         |
 | `success`      | (B, T)     | the task's success after each step                                |
 | `frames`       | B x T dict | LeRobot frames (observation, action, next.*), only with keep_frames |
+| `policy_labels`| B dicts    | what the policy says of each episode (`episode_labels()`), or None |
 """
 
 from __future__ import annotations
@@ -106,7 +107,11 @@ def play_batch(
                     "next.done": np.array([t == steps - 1], dtype=bool),
                 })  # fmt: skip
         obs = result.observation
-    return {"reward": reward, "success": success, "frames": frames if keep_frames else None}
+    labels = policy.episode_labels() if hasattr(policy, "episode_labels") else None
+    return {
+        "reward": reward, "success": success, "frames": frames if keep_frames else None,
+        "policy_labels": labels,
+    }  # fmt: skip
 
 
 def play_episodes(
@@ -133,6 +138,7 @@ def play_episodes(
         "reward": played["reward"][:n],
         "success": played["success"][:n],
         "frames": played["frames"][:n] if keep_frames else None,
+        "policy_labels": played["policy_labels"][:n] if played["policy_labels"] is not None else None,
     }
 
 
@@ -164,11 +170,16 @@ def label_episode(
 
 
 def batch_labels(batch: EpisodeBatch, played: dict[str, Any]) -> list[dict]:
-    """`label_episode` for every episode of a played batch."""
-    return [
-        label_episode(played["reward"][b], played["success"][b], ep, batch.poses[b], batch.dists[b])
-        for b, ep in enumerate(batch.indices)
-    ]
+    """`label_episode` for every episode of a played batch, with what the policy says of it (e.g. the
+    perturbation a coverage demonstrator drew) as `perturbation`."""
+    labels = []
+    for b, ep in enumerate(batch.indices):
+        labels.append(
+            label_episode(played["reward"][b], played["success"][b], ep, batch.poses[b], batch.dists[b])
+        )
+        if played.get("policy_labels") is not None:
+            labels[-1]["perturbation"] = played["policy_labels"][b]
+    return labels
 
 
 def _longest_run(mask: np.ndarray) -> int:

@@ -69,6 +69,18 @@ class DemonstratorConfig:
     hesitation_max: float = 0.0  # longest such pause (s), drawn uniformly
     max_retries: int = 1  # re-tries after a visibly failed grasp or handover (0: never re-try)
     align_to_cube: bool = True  # turn the gripper so the fingers meet the cube's faces squarely
+    grasp_yaw_error: float = 0.0  # error (rad) of the right gripper's heading about the vertical
+    grasp_pitch_error: float = 0.0  # error (rad) of the right gripper's downward pitch, + is steeper
+    close_level: float = 0.0  # gripper command when closing: 0 shuts fully, 0.5 stops half open
+    drop_at: float = -1.0  # the right hand opens this far (0..1) into carrying the cube over; -1: never
+    handover_offset_x: float = 0.0  # error (m) of the left hand's reach target relative to the cube, x
+    handover_offset_y: float = 0.0  # the same along y
+    handover_offset_z: float = 0.0  # the same along z, + is higher
+    push_distance: float = 0.0  # before picking, sweep the open right hand this far (m) through the cube
+    push_angle: float = 0.0  # direction (rad, about the vertical) of that sweep
+    push_height: float = 0.0  # height (m) of the sweep above the cube's centre: low slides it, high tips it
+    explore_time: float = 0.0  # before picking, wander (s) between random points near the cube
+    explore_radius: float = 0.05  # how far (m) from the cube those points lie
     ik_iters: int = 3  # DLS iterations per arm per control step (warm-started)
 
     def __post_init__(self) -> None:
@@ -85,7 +97,10 @@ class DemonstratorConfig:
                 if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                     raise bad(f.name, "pass a finite number")
                 setattr(self, f.name, float(value))
-        nonneg = ("speed_jitter", "grasp_noise", "close_timing_noise", "joint_noise", "hesitation_max")
+        nonneg = (
+            "speed_jitter", "grasp_noise", "close_timing_noise", "joint_noise", "hesitation_max",
+            "push_distance", "explore_time", "explore_radius",
+        )  # fmt: skip
         for name in nonneg:
             if getattr(self, name) < 0:
                 raise bad(name, "it is a spread or a duration; use a value >= 0")
@@ -95,9 +110,18 @@ class DemonstratorConfig:
             raise bad("joint_noise_tau", "use a correlation time > 0 s, e.g. 0.3")
         if not 0.0 <= self.hesitation_prob <= 1.0:
             raise bad("hesitation_prob", "use a probability in [0, 1]")
-        for name in ("grasp_offset_x", "grasp_offset_y", "grasp_offset_z"):
-            if abs(getattr(self, name)) > 0.05:
-                raise bad(name, "use an offset within +-0.05 m; larger ones miss the 4 cm cube entirely")
+        for axis in "xyz":
+            for name in (f"grasp_offset_{axis}", f"handover_offset_{axis}"):
+                if abs(getattr(self, name)) > 0.1:
+                    raise bad(
+                        name, "use an offset within +-0.1 m; larger ones leave the cube's neighbourhood"
+                    )
+        if not 0.0 <= self.close_level <= 0.9:
+            raise bad("close_level", "use a command in [0, 0.9]: 0 shuts the gripper, 0.9 barely moves it")
+        if not (self.drop_at == -1.0 or 0.0 <= self.drop_at <= 1.0):
+            raise bad("drop_at", "use a fraction of the carry in [0, 1], or -1 for never")
+        if max(abs(self.grasp_yaw_error), abs(self.grasp_pitch_error)) > 1.0:
+            raise bad("grasp_yaw_error", "use orientation errors within +-1 rad")
         if abs(self.close_timing) > 1.0:
             raise bad("close_timing", "use an offset within +-1 s")
         if not 0 <= self.max_retries <= 10:
@@ -144,6 +168,7 @@ class _TransferScript:
     """
 
     ORDER = ("approach", "descend", "lift", "transport", "reach", "release", "retreat", "done")
+    PUSH = ("push", "push_down", "push_sweep")  # optional stages before the first approach
 
     def __init__(
         self,
@@ -166,7 +191,10 @@ class _TransferScript:
         self.attempts = 0  # right-arm grasp attempts so far
         self.servo_until = 0  # step until which the left hand's reach target follows the measured cube
         self.events: list[tuple[int, str]] = []  # (step, stage entered): what happened, for inspection
-        self._enter("approach", state, cube)
+        self.close_at: dict[int, int] = {}  # arm -> the step its gripper last started to close
+        self.explore_end: int | None = None  # step the wandering stops (explore_time)
+        self.push = (np.zeros(3), np.zeros(3))  # start and end of the push (push_distance)
+        self._enter(self._opening_stage("start"), state, cube)
 
     # ------------------------------------------------------------- randomness
     def _steps(self, name: str) -> int:
@@ -194,8 +222,10 @@ class _TransferScript:
         if self.cfg.align_to_cube:  # nearest heading along a face normal: fingers land flat on two faces
             face = cube_face_heading(cube[3:7])
             heading = face + round((heading - face) / (math.pi / 2)) * (math.pi / 2)
+        heading += self.cfg.grasp_yaw_error
+        pitch = PITCH + self.cfg.grasp_pitch_error
         h = np.array([math.cos(heading), math.sin(heading)])
-        approach = np.array([h[0] * math.cos(PITCH), h[1] * math.cos(PITCH), -math.sin(PITCH)])
+        approach = np.array([h[0] * math.cos(pitch), h[1] * math.cos(pitch), -math.sin(pitch)])
         rot = frame_from_axes(approach, np.array([-h[1], h[0], 0.0]))
         c = self.cfg
         error = np.array([c.grasp_offset_x, c.grasp_offset_y, c.grasp_offset_z])
@@ -230,8 +260,8 @@ class _TransferScript:
     def _enter_descend(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
         dur = self._steps("descend")
         self.arms[RIGHT].move(start, dur, *self.grasp)
-        close_at = max(start, start + dur + self._timing_error())
-        self.arms[RIGHT].set_grip(close_at, self._steps("close"), CLOSED)
+        close_at = self.close_at[RIGHT] = max(start, start + dur + self._timing_error())
+        self.arms[RIGHT].set_grip(close_at, self._steps("close"), self.cfg.close_level)
         return start + dur + self._steps("settle")
 
     def _enter_lift(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
@@ -247,14 +277,64 @@ class _TransferScript:
         self.arms[RIGHT].move(start, dur, MEET - held, self.grasp[1])
         self.arms[LEFT].move(start, dur, MEET - np.array([LEFT_STANDOFF, 0.0, 0.0]), LEFT_ROT)
         self.arms[LEFT].set_grip(start, self._steps("close"), OPEN)
+        if self.cfg.drop_at >= 0:  # lets go on the way over
+            self.arms[RIGHT].set_grip(start + round(self.cfg.drop_at * dur), self._steps("close"), OPEN)
         return start + dur
 
     def _enter_reach(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
         dur = self._steps("reach")
-        self.arms[LEFT].move(start, dur, cube[:3], LEFT_ROT)  # to where the cube is now, not where planned
-        self.servo_until = close_at = max(start, start + dur + self._timing_error())
-        self.arms[LEFT].set_grip(close_at, self._steps("close"), CLOSED)
+        target = cube[:3] + self._handover_offset  # to where the cube is now, not where planned
+        self.arms[LEFT].move(start, dur, target, LEFT_ROT)
+        self.servo_until = close_at = self.close_at[LEFT] = max(start, start + dur + self._timing_error())
+        self.arms[LEFT].set_grip(close_at, self._steps("close"), self.cfg.close_level)
         return start + dur + self._steps("settle")
+
+    @property
+    def _handover_offset(self) -> np.ndarray:
+        """Where (3,) the left hand aims, relative to the cube's centre (m)."""
+        c = self.cfg
+        return np.array([c.handover_offset_x, c.handover_offset_y, c.handover_offset_z])
+
+    def _enter_explore(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
+        """Wander, gripper open: one straight move to a random point above and around the cube per entry,
+        until `explore_time` has passed since the first."""
+        c = self.cfg
+        if self.explore_end is None:
+            self.explore_end = start + max(1, round(c.explore_time / DT))
+            self.arms[RIGHT].set_grip(start, self._steps("close"), OPEN)
+        spread = c.explore_radius * self.rng.uniform(-1.0, 1.0, 3) * np.array([1.0, 1.0, 0.5])
+        point = cube[:3] + np.array([0.0, 0.0, 0.04 + GRASP_HEIGHT]) + spread
+        dur = max(1, min(self.explore_end - start, self._steps("reach")))
+        self.arms[RIGHT].move(start, dur, point, self._plan_grasp(cube)[1])
+        return start + dur
+
+    def _push_line(self, cube: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Start and end (3,) of the push: through the cube's centre at `push_height`, from 4 cm short of
+        its near side to `push_distance` past its centre."""
+        c = self.cfg
+        direction = np.array([math.cos(c.push_angle), math.sin(c.push_angle), 0.0])
+        centre = cube[:3] + np.array([0.0, 0.0, c.push_height])
+        return centre - 0.06 * direction, centre + c.push_distance * direction
+
+    def _enter_push(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
+        """Above the push's start, gripper open (then `push_down`, `push_sweep`)."""
+        self.push = self._push_line(cube)
+        self.arms[RIGHT].set_grip(start, self._steps("close"), OPEN)
+        dur = self._steps("approach")
+        self.arms[RIGHT].move(
+            start, dur, self.push[0] + np.array([0.0, 0.0, 0.06]), self._plan_grasp(cube)[1]
+        )
+        return start + dur
+
+    def _enter_push_down(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
+        dur = self._steps("descend")
+        self.arms[RIGHT].move(start, dur, self.push[0], self.arms[RIGHT].r1)
+        return start + dur
+
+    def _enter_push_sweep(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
+        dur = self._steps("transport")
+        self.arms[RIGHT].move(start, dur, self.push[1], self.arms[RIGHT].r1)
+        return start + dur
 
     def _enter_rereach(self, start: int, state: np.ndarray, cube: np.ndarray) -> int:
         dur = self._steps("reach")
@@ -294,8 +374,24 @@ class _TransferScript:
             return state[6 + 7 * LEFT] < GRIP_EMPTY or self._cube_offset(state, cube, LEFT) > 0.03
         return False
 
+    def _opening_stage(self, after: str) -> str:
+        """The stage after `after` ("start", or an optional stage) among those before the first approach:
+        exploring, then pushing, where their knobs ask for them."""
+        c = self.cfg
+        if after == "start" and c.explore_time > 0:
+            return "explore"
+        if after == "explore" and self.t < self.explore_end:
+            return "explore"
+        if after in ("start", "explore") and c.push_distance > 0:
+            return "push"
+        if after in self.PUSH[:-1]:
+            return self.PUSH[self.PUSH.index(after) + 1]
+        return "approach"
+
     def _next_stage(self, state: np.ndarray, cube: np.ndarray) -> str:
         """The stage after the current one ends, reading the observation where the script is closed-loop."""
+        if self.stage in ("explore", *self.PUSH):
+            return self._opening_stage(self.stage)
         if self.stage == "rereach":
             return "reach"
         if self._failed(state, cube):
@@ -316,7 +412,7 @@ class _TransferScript:
         while self.t >= self.stage_end:
             self._enter(self._next_stage(state, cube), state, cube)
         if self.stage == "reach" and self.t < self.servo_until:  # follow the cube until the fingers close
-            self.arms[LEFT].p1 = cube[:3].copy()
+            self.arms[LEFT].p1 = cube[:3] + self._handover_offset
         (p_left, r_left), (p_right, r_right) = (arm.pose(self.t) for arm in self.arms)
         pos, rot = np.stack([p_left, p_right]), np.stack([r_left, r_right])  # (2,3), (2,3,3)
         self.q = self.ik.solve(self.q, pos, rot, iters=self.cfg.ik_iters)
