@@ -85,7 +85,7 @@ def test_a_handover_aimed_short_closes_short_of_where_the_clean_one_does(nominal
 
 def test_a_partial_close_stops_at_its_level_and_a_drop_lets_go_on_the_way(nominal):
     _, run = nominal
-    assert run["action"][20:, :, 13].min() == pytest.approx(0.0)  # after it opened, the right hand shuts fully
+    assert run["action"][20:, :, 13].min() == pytest.approx(0.0)  # once open, the right hand shuts fully
     partial = play(make_demonstrator(skill="nominal", close_level=0.5, max_retries=0))
     assert partial["action"][20:, :, 13].min() == pytest.approx(0.5)
     policy = make_demonstrator(skill="nominal", drop_at=0.3, max_retries=0)
