@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from r2s2r.data.provenance import dataset_provenance, read_provenance, write_provenance
 from r2s2r.data.reader import ClipConfig, ClipDataset, feature_stats, match_frame_rate
 from r2s2r.files import atomic_write_text
 from r2s2r.model.configuration_world_model import StateHeadConfig
@@ -155,6 +156,8 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             figures["after_cameras_only"] = head_openloop(model, heldout, objects=False)
     out = Path(cfg.output_dir)
     model.save_pretrained(out)
+    provenance = read_provenance(cfg.checkpoint) + [dataset_provenance(r, "refine_head") for r in cfg.data]
+    write_provenance(out, provenance)
     atomic_write_text(out / "refine.json", json.dumps(figures, indent=1))
     return figures
 

@@ -5,11 +5,16 @@
     finish: a last checkpoint whose `pretrained_model/` is what the rest of r2s2r loads
 
 The sample order is a pure function of (seed, step), and checkpoints hold the optimizer, scheduler, EMA
-and RNG state, so `--resume` continues the same run bit for bit on the same machine.
+and RNG state, so `--resume` continues the same run bit for bit on the same machine. A resume that changes
+what defines the run (the model config, the data, the batch, the seed, the optimiser's settings: see
+`RUN_SETTINGS`) is refused with the list of changes. `--steps` may be raised to train further: the cosine
+schedule then becomes that of a run of the new length (at the resumed step the learning rate is what such a
+run would have there), so the result equals neither run exactly.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -20,13 +25,32 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from r2s2r.data.provenance import dataset_provenance, write_provenance
 from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
+from r2s2r.errors import SettingsChangedError, UserError
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
-from r2s2r.training.checkpoint import load_checkpoint, save_checkpoint
+from r2s2r.training.checkpoint import load_checkpoint, read_training_state, save_checkpoint
 
 log = logging.getLogger(__name__)
 PRESETS = ("tiny", "small", "base")
+# What defines a run, besides the model config: `--resume` refuses to change any of these. The rest (steps,
+# stop_after, logging, saving, workers, precision, tensorboard) may change between jobs.
+RUN_SETTINGS = (
+    "batch_size",
+    "grad_accum",
+    "lr",
+    "warmup_steps",
+    "weight_decay",
+    "grad_clip",
+    "ema_decay",
+    "seed",
+)
+DATA_SETTINGS = ("root", "episodes", "frame_rate", "future_frames", "robot")
+
+
+class TrainingDivergedError(UserError, FloatingPointError):
+    """The loss became NaN or infinite."""
 
 
 @dataclass
@@ -116,6 +140,10 @@ def train(cfg: TrainConfig) -> Path:
     from diffusers.training_utils import EMAModel
 
     output = Path(cfg.output_dir)
+    settings = run_settings(cfg)
+    last = _last_checkpoint(cfg)
+    if cfg.resume:
+        check_resume(cfg, last, settings)
     accelerator = _accelerator(cfg)
     torch.manual_seed(cfg.seed)
     dataset = _dataset(cfg)
@@ -124,7 +152,6 @@ def train(cfg: TrainConfig) -> Path:
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = get_cosine_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.steps)
     ema = EMAModel(model.parameters(), decay=cfg.ema_decay)
-    last = _last_checkpoint(cfg)
     if accelerator.state.deepspeed_plugin is not None:  # DeepSpeed sizes its buffers from the micro-batch
         accelerator.state.deepspeed_plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = cfg.batch_size
     model, optimizer = accelerator.prepare(model, optimizer)
@@ -157,11 +184,14 @@ def train(cfg: TrainConfig) -> Path:
             log.info("step %d: %s", step + 1, " ".join(f"{k}={v:.4g}" for k, v in logs.items()))
         stop = step + 1 == cfg.steps or step + 1 == cfg.stop_after
         if (step + 1) % cfg.save_every == 0 or stop:
-            save_checkpoint(output, step + 1, model, optimizer, scheduler, ema, accelerator)
+            save_checkpoint(output, step + 1, model, optimizer, scheduler, ema, accelerator, settings)
         if stop:
             break
     accelerator.end_training()
-    return (output / "checkpoints" / "last" / "pretrained_model").resolve()
+    model_dir = (output / "checkpoints" / "last" / "pretrained_model").resolve()
+    if accelerator.is_main_process:
+        write_provenance(model_dir, [dataset_provenance(cfg.data.root, "train")])
+    return model_dir
 
 
 def _dataset(cfg: TrainConfig) -> ClipDataset:
@@ -196,6 +226,44 @@ def _last_checkpoint(cfg: TrainConfig) -> Path:
     return last
 
 
+def run_settings(cfg: TrainConfig) -> dict:
+    """What defines the run `cfg` asks for (`RUN_SETTINGS`, the data's `DATA_SETTINGS`), as JSON values;
+    the data folder as an absolute path, so a resume from another working directory compares equal."""
+    settings = {name: getattr(cfg, name) for name in RUN_SETTINGS}
+    for name in DATA_SETTINGS:
+        value = getattr(cfg.data, name)
+        settings[f"data.{name}"] = str(Path(value).resolve()) if name == "root" else value
+    return json.loads(json.dumps(settings))
+
+
+def check_resume(cfg: TrainConfig, last: Path, settings: dict) -> None:
+    """Refuse to resume the checkpoint `last` with another model config, other `run_settings`, or fewer
+    `steps` than it has already taken; name every change and the fix."""
+    state = read_training_state(last)
+    changes = [
+        f"--model.{k}: checkpoint {a!r}, now {b!r}"
+        for k, (a, b) in WorldModelConfig.load(last / "pretrained_model").differences(cfg.model).items()
+    ]
+    saved = state.get("run")
+    if saved is None:  # a checkpoint from before runs kept their settings: only the model can be checked
+        log.warning("%s does not record its run's settings; they are not checked on resume", last)
+    else:
+        changes += [
+            f"--{k}: checkpoint {saved.get(k)!r}, now {v!r}" for k, v in settings.items() if saved.get(k) != v
+        ]
+    if changes:
+        shown = "; ".join(changes[:6]) + (f"; and {len(changes) - 6} more" if len(changes) > 6 else "")
+        raise SettingsChangedError(
+            f"cannot resume {cfg.output_dir} with other settings ({shown}); resume with the flags it was "
+            "started with (--steps may grow), or train into a new --output_dir."
+        )
+    if cfg.steps < state["step"]:
+        raise SettingsChangedError(
+            f"--steps={cfg.steps} is below the {state['step']} steps checkpoint {last.resolve().name} has "
+            f"taken; pass --steps >= {state['step']} to resume it."
+        )
+
+
 def _loader(cfg: TrainConfig, dataset: ClipDataset, start: int, accelerator) -> torch.utils.data.DataLoader:
     """Batches in the order the seed fixes, from step `start` on, this process's share of them."""
     sampler = StepSampler(len(dataset), cfg.batch_size, cfg.seed, start * cfg.grad_accum,
@@ -219,7 +287,7 @@ def train_step(accelerator, model, optimizer, batch: dict, grad_clip: float) -> 
         batch = {k: v.to(accelerator.device, non_blocking=True) for k, v in batch.items()}
         loss, logs = model(batch)
         if not math.isfinite(logs["loss"]):
-            raise FloatingPointError(
+            raise TrainingDivergedError(
                 f"loss became {logs['loss']}; lower --lr or check the data for outliers."
             )
         accelerator.backward(loss)
