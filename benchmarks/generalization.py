@@ -1,0 +1,211 @@
+"""Ranking on policy families that generated no training data and informed no design decision.
+
+The zoo of `benchmarks/rank.py` comes from the same demonstrators and the same ACT run as the state head's
+data, and the head's options were chosen by their effect on it: a number measured there does not say what
+a user will see on their own policies. This benchmark ranks four families that are kept out of both:
+
+  - `waypoint`: a Cartesian waypoint controller with its own inverse kinematics and grasp (top-down, each
+    hand holding one half of the cube), written apart from the demonstrators (benchmarks/families/);
+  - `jointspace`: a joint-space keyframe controller, angled grasp, diagonal hand-over (the same);
+  - `act_b`: LeRobot ACT checkpoints along a run on 200 episodes of the `noisy` demonstrator (another
+    seed, width and chunk than the zoo's run); its rollouts are in no dataset;
+  - `act_c`: an ACT run on 40 episodes of the `hesitant` demonstrator (less data).
+The ACT runs clone demonstrations, but none of their own rollouts is in any model's data, and none of the
+four families was looked at when the head's options were chosen (the tuning set is `rank.py`'s zoo).
+
+Stages (each resumes):
+  1. the families' "hardware logs": `--per_split` ID + `--per_split` OOD state-only episodes per policy;
+  2. the noise floor: a second reference-world run of every policy (new seeds), the same statistics;
+  3. for each `--world_models` entry: `held_out_violations` against its provenance.json (refused unless
+     `--allow_seen`), then `r2s2r-rank` on the state-head path, `--samples` imagined episodes per start;
+  4. per family and pooled, ID and OOD: Spearman, Pearson, Kendall, MMRV, pairwise accuracy, calibration
+     slope and MAE, each beside the real-vs-real floor; benchmarks/results/generalization.json.
+
+Prerequisites: the ACT runs (the `act_b`/`act_c` lines of `benchmarks/held_out_act.sh`).
+Usage:
+    python benchmarks/generalization.py --world_models assets/world_model_blind,outputs/coverage/head
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's GL)
+from common import machine_info, print_table, write_json  # noqa: E402
+
+# isort: split
+from r2s2r.data.recorder import RecordConfig, evaluate, record  # noqa: E402
+from r2s2r.eval.generalization import family_metrics, held_out_violations  # noqa: E402
+from r2s2r.eval.rank import RankConfig, rank, success_rates  # noqa: E402
+from r2s2r.policies.policy import PolicyConfig  # noqa: E402
+from r2s2r.robots.aloha import WorldConfig  # noqa: E402
+
+SCRIPTED_FAMILIES = ("waypoint", "jointspace")
+ACT_RUNS = {
+    "act_b": ("outputs/bench/zoo/act_b", (500, 1500, 3000, 6000)),
+    "act_c": ("outputs/bench/zoo/act_c", (1000, 3000)),
+}
+KEPT_OUT = {"training_data": "checked against provenance.json", "design_decisions": "declared"}
+CLONES = "clones the {} demonstrator, whose family made training data; its own rollouts never did"
+KEPT_OUT_OF = {
+    "waypoint": KEPT_OUT,
+    "jointspace": KEPT_OUT,
+    "act_b": {**KEPT_OUT, "note": CLONES.format("noisy")},
+    "act_c": {**KEPT_OUT, "note": CLONES.format("hesitant")},
+}
+
+
+def held_out_zoo(families: tuple[str, ...]) -> dict[str, dict]:
+    """name -> {path, kwargs, family}: every named setting of the scripted families, every ACT checkpoint."""
+    zoo = {}
+    for family in families:
+        if family in SCRIPTED_FAMILIES:
+            settings = importlib.import_module(f"families.{family}").FAMILY_SETTINGS
+            for name, kwargs in settings.items():
+                zoo[f"{family}_{name}"] = {
+                    "path": f"families.{family}:make_policy",
+                    "kwargs": kwargs,
+                    "family": family,
+                }
+        else:
+            folder, steps = ACT_RUNS[family]
+            for step in steps:
+                ckpt = Path(folder) / f"step_{step}"
+                if not (ckpt / "config.json").is_file():
+                    raise SystemExit(f"no {ckpt}: train it first (benchmarks/held_out_act.sh).")
+                zoo[f"{family}_{step}"] = {"path": str(ckpt.resolve()), "kwargs": {}, "family": family}
+    return zoo
+
+
+def record_logs(zoo: dict, out: Path, per_split: int, workers: int) -> None:
+    """Each policy's logs: per_split ID + per_split OOD state-only episodes (seed 9000 + its index)."""
+    for i, (name, spec) in enumerate(zoo.items()):
+        summary = record(RecordConfig(
+            root=str(out / "logs" / name), num_episodes=2 * per_split, distribution="mixed", seed=9000 + i,
+            workers=workers, world=WorldConfig(num_envs=10, cameras=()),
+            policy=PolicyConfig(path=spec["path"], kwargs=spec["kwargs"]),
+        ))  # fmt: skip
+        print(f"logs {name}: {summary.successes}/{summary.num_episodes} succeeded", flush=True)
+
+
+def second_run(zoo: dict, out: Path, per_split: int, workers: int) -> dict[str, dict]:
+    """Real rates per split of an independent run of every policy (seed 9500 + index), cached in out/."""
+    path = out / "second_run.json"
+    cached = json.loads(path.read_text()) if path.is_file() else {}
+    key = json.loads(json.dumps({"zoo": zoo, "per_split": per_split}))
+    rates = cached.get("rates", {}) if cached.get("key") == key else {}
+    for i, (name, spec) in enumerate(zoo.items()):
+        if name in rates:
+            continue
+        labels = evaluate(RecordConfig(
+            num_episodes=2 * per_split, distribution="mixed", seed=9500 + i, workers=workers,
+            world=WorldConfig(num_envs=10, cameras=()),
+            policy=PolicyConfig(path=spec["path"], kwargs=spec["kwargs"]),
+        ))  # fmt: skip
+        rows = [{"split": e["distribution"], "real_success": e["success"]} for e in labels]
+        rates[name] = success_rates(rows, "real_success")
+        path.write_text(json.dumps({"key": key, "rates": rates}))
+    return rates
+
+
+def _pair(policy: dict, split: str) -> str:
+    return f"{100 * policy['real'][split]['rate']:.0f} / {100 * policy['imagined'][split]['rate']:.0f}"
+
+
+def _v(m: dict | None, get) -> str:
+    try:
+        value = get(m)
+    except (KeyError, TypeError):
+        return "n/a"
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+GETTERS = {
+    "Spearman": lambda m: m["spearman"]["value"], "Pearson": lambda m: m["pearson"]["value"],
+    "MMRV": lambda m: m["mmrv"], "pairwise": lambda m: m["pairwise_accuracy"]["all"]["value"],
+    "MAE": lambda m: m["calibration"]["mae_points"], "slope": lambda m: m["calibration"]["slope"],
+}  # fmt: skip
+
+
+def metric_rows(result: dict) -> list[list]:
+    """Rows of group x split: each statistic, the noise floor's in brackets."""
+    rows = []
+    groups = {"pooled": result["pooled"], **result["families"]}
+    for group, r in groups.items():
+        for split in ("id", "ood"):
+            m, f = r["metrics"].get(split), (r["noise_floor"] or {}).get(split)
+            rows.append([group, split, *(f"{_v(m, g)} ({_v(f, g)})" for g in GETTERS.values())])
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--world_models", default="assets/world_model_blind", help="comma-separated model dirs"
+    )
+    parser.add_argument("--families", default="waypoint,jointspace,act_b,act_c")
+    parser.add_argument("--per_split", type=int, default=50, help="logged ID (and OOD) episodes per policy")
+    parser.add_argument("--samples", type=int, default=8, help="imagined episodes per logged start")
+    parser.add_argument("--output_dir", default="outputs/bench/generalization")
+    parser.add_argument("--workers", type=int, default=2, help="recording processes and Ray workers")
+    parser.add_argument("--seed", type=int, default=0, help="imagination noise")
+    parser.add_argument(
+        "--allow_seen", action="store_true", help="rank even where a family made training data"
+    )
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "generalization.json"))
+    args = parser.parse_args()
+    out = Path(args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    zoo = held_out_zoo(tuple(args.families.split(",")))
+    (out / "zoo.json").write_text(json.dumps(zoo, indent=1))
+    start = time.perf_counter()
+    record_logs(zoo, out, args.per_split, args.workers)
+    floor = second_run(zoo, out, args.per_split, args.workers)
+    real_s = time.perf_counter() - start
+
+    models = {}
+    for model_dir in args.world_models.split(","):
+        seen = held_out_violations(model_dir, zoo)
+        if seen and not args.allow_seen:
+            raise SystemExit("not held out:\n  " + "\n  ".join(seen) + "\n(--allow_seen ranks them anyway)")
+        label = Path(model_dir).name
+        tic = time.perf_counter()
+        payload = rank(RankConfig(
+            checkpoint=model_dir, logs_dir=str(out / "logs"), policies=str(out / "zoo.json"),
+            samples_per_start=args.samples, render=False, batch_size=20, workers=args.workers,
+            output_dir=str(out / "rank" / label), videos=0, seed=args.seed,
+        ))  # fmt: skip
+        seconds = time.perf_counter() - tic
+        result = family_metrics(payload["policies"], floor)
+        ranked = payload["policies"]
+        rows = [[p["name"], p["family"], *(_pair(p, s) for s in ("all", "id", "ood"))] for p in ranked]
+        print_table(f"{label}: real / imagined success (%)", ["policy", "family", "all", "ID", "OOD"], rows)
+        print_table(
+            f"{label}: held-out ranking (in brackets: a second real run, the noise floor)",
+            ["group", "split", *GETTERS], metric_rows(result),
+        )  # fmt: skip
+        episodes = sum(p["imagined"]["all"]["trials"] for p in payload["policies"])
+        models[label] = {
+            "checkpoint": model_dir, "not_held_out": seen, "seconds": seconds,
+            "imagined_episodes": episodes, "failed": payload["failed"], **result,
+            "policies": [{k: p[k] for k in ("name", "family", "real", "imagined")} for p in ranked],
+        }  # fmt: skip
+    write_json(Path(args.out), {
+        "machine": machine_info(), "settings": vars(args), "real_runs_s": real_s, "zoo": zoo,
+        "kept_out_of": {f: KEPT_OUT_OF[f] for f in args.families.split(",")},
+        "tuning_set": "benchmarks/rank.py --state_only's zoo (scripted demonstrator presets, ACT run A)",
+        "models": models,
+        "targets": {"spearman": 0.9, "calibration_mae_points": 10, "calibration_slope": [0.8, 1.2]},
+    })  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Ranking on policy families a world model never saw: per family and pooled, beside the noise floor.
+
+A ranking figure says what a user will see only if it was measured on policies that generated none of the
+model's training data and informed none of its design. `held_out_violations` checks the first against
+the model's `provenance.json` (which policies recorded the data it was fitted on); the second cannot be
+checked by code, so a benchmark states it (`kept_out_of` in its JSON).
+
+`family_metrics` takes the ranked policies (as `rank.json` lists them: name, family, real and imagined
+success per split) and, optionally, a second real run's rates (the noise floor), and returns for the
+pooled set and for each family with at least two policies: the ranking statistics per split (Pearson,
+Spearman, Kendall, MMRV, pairwise accuracy, calibration slope and MAE), and the same statistics between
+the two real runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from r2s2r.data.provenance import generated_by, read_provenance
+from r2s2r.eval.rank import ranking_metrics
+
+
+def held_out_violations(model_dir: str | Path, manifest: dict[str, dict]) -> list[str]:
+    """One line per held-out policy (manifest: name -> {path, family}) whose family recorded data that
+    `model_dir` was fitted on; [] when every family is held out. A model without provenance.json is
+    reported too: nothing can be said about what it saw."""
+    entries = read_provenance(model_dir)
+    if not entries:
+        return [f"{model_dir} has no provenance.json: which policies made its training data is unknown"]
+    lines = []
+    for name, spec in manifest.items():
+        for entry in generated_by(entries, spec["path"]):
+            lines.append(
+                f"{name} (family {spec.get('family', '?')}, {spec['path']}) recorded {entry['root']}, "
+                f"which {model_dir} used in {entry['stage']}"
+            )
+    return lines
+
+
+def family_metrics(
+    policies: list[dict], floor: dict[str, dict] | None = None, n_boot: int = 2000, seed: int = 0
+) -> dict:
+    """{"pooled": ..., "families": {family: ...}}, each {"metrics": per split, "noise_floor": per split or
+    None, "policies": names}; families of fewer than two policies have no statistics and are left out."""
+    groups: dict[str, list[dict]] = {"pooled": policies}
+    for p in policies:
+        groups.setdefault(f"family:{p['family']}", []).append(p)
+    out: dict = {"families": {}}
+    for key, members in groups.items():
+        if len(members) < 2:
+            continue
+        real = {p["name"]: p["real"] for p in members}
+        imagined = {p["name"]: p["imagined"] for p in members}
+        result = {
+            "policies": sorted(real),
+            "metrics": ranking_metrics(real, imagined, n_boot, seed),
+            "noise_floor": None,
+        }
+        if floor is not None:
+            result["noise_floor"] = ranking_metrics(real, {n: floor[n] for n in real}, n_boot, seed)
+        if key == "pooled":
+            out["pooled"] = result
+        else:
+            out["families"][key.removeprefix("family:")] = result
+    return out
