@@ -11,10 +11,18 @@ the right of the image and +y up.
 
 from __future__ import annotations
 
-import mujoco
-import numpy as np
+import os
 
-from families.arm import load_model
+os.environ.setdefault("MUJOCO_GL", "egl")
+import torch  # noqa: F401, E402  (torch before MuJoCo: loaded after Mesa, its triton import segfaults)
+
+# isort: split
+
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+from scipy import ndimage  # noqa: E402
+
+from families.arm import load_model  # noqa: E402
 
 
 class PinholeCamera:
@@ -107,18 +115,23 @@ def detect_red(
     rng: np.random.Generator | None = None,
     min_pixels: int = 3,
 ) -> tuple[float, float, int] | None:
-    """Centroid (row, col) in pixel coordinates and pixel count of the red blob, or None if too few.
+    """Centroid (row, col) in pixel coordinates and pixel count of the largest red blob, or None.
 
     `image` is (H,W,3) in [0,1] (or (3,H,W), as policies receive it). `noise` is the std of Gaussian sensor
-    noise added to every pixel value (needs `rng`), `blur` a Gaussian blur in pixels applied after it.
+    noise added to every pixel value (needs `rng`), `blur` a Gaussian blur in pixels applied after it. Only
+    the largest 8-connected blob counts, so isolated noisy pixels do not drag the centroid; a blob of fewer
+    than `min_pixels` is no detection.
     """
     if image.shape[0] == 3 and image.shape[-1] != 3:
         image = np.moveaxis(image, 0, -1)  # (3,H,W) -> (H,W,3)
     image = np.asarray(image, dtype=float)
     if noise > 0:
         image = image + rng.normal(0.0, noise, image.shape)
-    mask = red_mask(gaussian_blur(image, blur), threshold)
-    rows, cols = np.nonzero(mask)
+    labels, count = ndimage.label(red_mask(gaussian_blur(image, blur), threshold), structure=np.ones((3, 3)))
+    if count == 0:
+        return None
+    sizes = np.bincount(labels.ravel())[1:]
+    rows, cols = np.nonzero(labels == 1 + int(np.argmax(sizes)))
     if len(rows) < min_pixels:
         return None
     return float(rows.mean() + 0.5), float(cols.mean() + 0.5), len(rows)
