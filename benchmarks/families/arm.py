@@ -27,19 +27,12 @@ ARM_JOINTS = ("waist", "shoulder", "elbow", "forearm_roll", "wrist_angle", "wris
 # Finger pads span x = 0.064 .. 0.154 m of the gripper link (measured from the finger meshes); the TCP sits
 # 2.9 cm inside the finger tips, so a cube centred on it is held by the outer half of the pads.
 TCP_IN_GRIPPER = np.array([0.125, 0.0, 0.0])
-# Gripper: the action is gym-aloha's normalized finger position, 0 closed, 1 open. Each finger's inner face
-# lies at |y| = q - FINGER_FACE_OFFSET in the gripper frame, q the finger joint (0.021 .. 0.057 m).
-FINGER_FACE_OFFSET = 0.0224
-FINGER_CLOSE, FINGER_OPEN = (
-    aloha_constants.PUPPET_GRIPPER_POSITION_CLOSE,
-    aloha_constants.PUPPET_GRIPPER_POSITION_OPEN,
-)
-
-
-def gripper_command_for_gap(gap: float) -> float:
-    """The normalized gripper command whose finger target leaves `gap` metres between the finger pads."""
-    q = gap / 2 + FINGER_FACE_OFFSET
-    return float((q - FINGER_CLOSE) / (FINGER_OPEN - FINGER_CLOSE))
+# Gripper: the action is gym-aloha's normalized finger position, 0 closed, 1 open; each finger's joint q
+# (m) is FINGER_CLOSE + command * (FINGER_OPEN - FINGER_CLOSE), clipped by the actuator to 0.021 .. 0.057.
+# Its inner face lies at |y| = q - 0.0224 in the gripper frame: fully open leaves 6.9 cm between the pads,
+# a command of ~0.6 just touches the 4 cm cube.
+FINGER_CLOSE = aloha_constants.PUPPET_GRIPPER_POSITION_CLOSE
+FINGER_OPEN = aloha_constants.PUPPET_GRIPPER_POSITION_OPEN
 
 
 def load_model() -> mujoco.MjModel:

@@ -148,7 +148,6 @@ class JointspacePlan:
             [GRIPPER_OPEN, GRIPPER_OPEN, GRIPPER_CLOSED, GRIPPER_CLOSED, GRIPPER_OPEN],
         )
         self.left_grip = ([0, t_take, t_take + GRIP_RAMP], [GRIPPER_OPEN, GRIPPER_OPEN, GRIPPER_CLOSED])
-        self.t_close = t_grasp
 
         # 4. Calibration: the servos sit at a constant offset from where the controller thinks they are.
         self.bias = (

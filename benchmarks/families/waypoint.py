@@ -141,7 +141,6 @@ class WaypointPlan:
             [GRIPPER_OPEN, GRIPPER_OPEN, knobs.close_to, knobs.close_to, GRIPPER_OPEN],
         )
         self.left_grip = ([0.0, t_take, t_take + GRIP_RAMP], [GRIPPER_OPEN, GRIPPER_OPEN, GRIPPER_CLOSED])
-        self.t_close = t_close
 
         # 4. Servo noise on the 12 arm joint targets.
         rng = episode_rng(knobs.seed, cube)
