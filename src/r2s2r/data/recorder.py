@@ -12,6 +12,7 @@ reproduces the same episode whatever the batch size or how often the run was int
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import time
@@ -148,12 +149,31 @@ def _quiet_writers() -> None:
     warnings.filterwarnings("ignore", message="Converting input from bool", category=RuntimeWarning)
 
 
+@contextlib.contextmanager
+def _without_image_embedding(dataset):
+    """LeRobot embeds image bytes into each episode's table before writing its parquet by mapping a function
+    over every row, 2-3 s for a 400-frame episode even when no column holds an image (videos are separate
+    files). For datasets without image features that map changes nothing, so it is skipped there."""
+    import lerobot.datasets.lerobot_dataset as writer
+
+    if any(f["dtype"] == "image" for f in dataset.features.values()):
+        yield
+        return
+    embed = writer.embed_images
+    writer.embed_images = lambda table: table
+    try:
+        yield
+    finally:
+        writer.embed_images = embed
+
+
 def _write_batch(dataset, frames: list[list[dict]], task_text: str) -> None:
     _quiet_writers()
-    for episode in frames:
-        for frame in episode:
-            dataset.add_frame({**frame, "task": task_text})
-        dataset.save_episode()
+    with _without_image_embedding(dataset):
+        for episode in frames:
+            for frame in episode:
+                dataset.add_frame({**frame, "task": task_text})
+            dataset.save_episode()
     dataset.finalize()
     images = dataset.root / "images"  # LeRobot's PNG staging area, emptied by each encoded episode
     if images.is_dir() and not any(p.is_file() for p in images.rglob("*")):
