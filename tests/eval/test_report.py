@@ -192,3 +192,26 @@ def test_cli_writes_report_and_explains_itself(rank_json, tmp_path, capsys):
     assert exit_info.value.code == 0
     help_text = capsys.readouterr().out
     assert "self-contained HTML" in help_text and "--rank_json" in help_text and "--output" in help_text
+
+
+def test_response_curves_get_one_plot_per_axis(rank_json):
+    """Curves in rank.json become a section with one plot per axis, each with real and imagined lines for
+    ID and OOD at the knob's values in order; without curves there is no such section."""
+    from r2s2r.eval.report import response_curve_figure
+
+    assert "Response curves" not in write_report(rank_json).read_text()
+    points = [  # given out of order: the plot sorts by value
+        {"value": v, "real": {"id": r, "ood": r / 2}, "imagined": {"id": i, "ood": i / 2}}
+        for v, r, i in ((0.05, 0.2, 0.6), (0.0, 1.0, 0.9), (0.02, 0.7, 0.8))
+    ]
+    results = json.loads(rank_json.read_text())
+    results["response_curves"] = {"grasp_x": points, "speed": points[:2]}
+    rank_json.write_text(json.dumps(results))
+    page = write_report(rank_json).read_text()
+    section = page[page.index("<h2>Response curves</h2>") : page.index("<h2>Success by initial position")]
+    assert section.count("<img") == 2
+    lines = response_curve_figure("grasp_x", points).axes[0].get_lines()
+    assert len(lines) == 4  # real and imagined, ID and OOD
+    np.testing.assert_allclose(lines[0].get_xdata(), [0.0, 0.02, 0.05])
+    np.testing.assert_allclose(lines[0].get_ydata(), [100, 70, 20])  # real ID, in percent
+    np.testing.assert_allclose(lines[3].get_ydata(), [45, 40, 30])  # imagined OOD

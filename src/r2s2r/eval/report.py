@@ -277,6 +277,38 @@ def _scatter(policies: list[dict], splits: list[str]) -> str:
     return _png(fig)
 
 
+def response_curve_figure(axis: str, points: list[dict]) -> Figure:
+    """Real and imagined success (%) against one knob's values, ID and OOD apart: `points` are
+    [{value, real: {split: rate}, imagined: {split: rate}}] (a response-curve benchmark's `curves`)."""
+    points = sorted(points, key=lambda p: p["value"])
+    values = [p["value"] for p in points]
+    fig = Figure(figsize=(6, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    for split, color in (("id", "#1f77b4"), ("ood", "#d62728")):
+        if not all(split in p["real"] for p in points):
+            continue
+        label = SPLITS.get(split, split)
+        ax.plot(values, [100 * p["real"][split] for p in points], "-o", color=color, label=f"real, {label}")
+        ax.plot(values, [100 * p["imagined"][split] for p in points], "--s", color=color, alpha=0.7,
+                label=f"imagined, {label}")  # fmt: skip
+    ax.set(xlabel=axis, ylabel="success (%)", ylim=(-3, 103), title=f"Response to {axis}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _response_curves(results: dict) -> list[str]:
+    """A section with one response-curve plot per axis, where the results hold curves."""
+    curves = results.get("response_curves") or {}
+    if not curves:
+        return []
+    return [
+        "<h2>Response curves</h2><p>Success against each knob of the base policy: real (solid) and imagined "
+        "(dashed), ID and OOD.</p>",
+        *(f"<figure>{_png(response_curve_figure(axis, points))}</figure>" for axis, points in curves.items()),
+    ]
+
+
 def _position_map(policy: dict) -> str:
     """Success against initial object position: real outcome beside the imagined success fraction."""
     episodes = [e for e in policy.get("episodes", []) if e.get("initial_xy") is not None]
@@ -399,6 +431,7 @@ def write_report(rank_json: str | os.PathLike, output: str | os.PathLike | None 
         "statistic between two independent real runs, the best a simulator can be expected to reach.</p>",
         f'<div class="wide">{_metrics_table(results.get("metrics") or {}, results.get("noise_floor"))}</div>',
         f"<h2>Real vs imagined success</h2><figure>{_scatter(policies, splits)}</figure>",
+        *_response_curves(results),
         "<h2>Success by initial position</h2><p>Left: real outcome; right: fraction of imagined samples "
         "that succeeded from the same start. Black rings: near misses.</p>",
         *(_position_map(p) for p in policies),
