@@ -14,7 +14,19 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "r2s2r"
 MAX_FUNCTION_LINES = 60
-LAYERS = ("files", "robots", "policies", "data", "model", "rollout", "training", "eval", "rl", "scripts")
+LAYERS = (
+    "errors",
+    "files",
+    "robots",
+    "policies",
+    "data",
+    "model",
+    "rollout",
+    "training",
+    "eval",
+    "rl",
+    "scripts",
+)
 
 
 def module_name(path: Path) -> str:

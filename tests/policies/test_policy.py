@@ -17,6 +17,7 @@ from r2s2r.policies.policy import (
     ACTLatentAdapter,
     LeRobotPolicyAdapter,
     PolicyConfig,
+    PolicyError,
     check_action,
     load_policy,
     to_policy_batch,
@@ -95,7 +96,7 @@ def test_import_path_with_kwargs():
 
 
 @pytest.mark.parametrize("path, kwargs, error, message", [
-    ("helpers.policies:make_not_a_policy", {}, TypeError, "lacks reset\\(\\) and select_action"),
+    ("helpers.policies:make_not_a_policy", {}, PolicyError, "lacks reset\\(\\) and select_action"),
     ("helpers.nope:make", {}, ValueError, "cannot import module 'helpers.nope'"),
     ("helpers.policies:make_nothing", {}, ValueError, "has no attribute 'make_nothing'"),
     ("no/such/dir", {}, ValueError, "neither an existing directory nor an import path"),

@@ -9,7 +9,7 @@ import torch
 from r2s2r.data.reader import ClipConfig, ClipDataset
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
-from r2s2r.policies.policy import PolicyConfig, load_policy, to_policy_batch
+from r2s2r.policies.policy import PolicyConfig, PolicyError, load_policy, to_policy_batch
 from r2s2r.robots.aloha import AlohaWorld, WorldConfig
 from r2s2r.robots.demonstrators import make_demonstrator
 from r2s2r.robots.spec import robot_spec
@@ -126,7 +126,10 @@ def test_the_search_loads_as_a_policy_through_an_import_path(model, world, tmp_p
     search = load_policy(PolicyConfig(path="r2s2r.rollout.search:make_search_policy", kwargs=kwargs))
     assert isinstance(search, SearchPolicy) and search.name.startswith("search(N=1):demonstrator")
     assert torch.equal(play(world, search), play(world, make_demonstrator(skill="noisy", seed=3)))
-    with pytest.raises(ValueError, match=r"unknown search setting\(s\) \['candidates'\]; known: base"):
+    message = (
+        r"make_search_policy' failed to load: .*unknown search setting\(s\) \['candidates'\]; known: base"
+    )
+    with pytest.raises(PolicyError, match=message):
         load_policy(PolicyConfig(path="r2s2r.rollout.search:make_search_policy", kwargs={"candidates": 4}))
 
 

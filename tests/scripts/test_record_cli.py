@@ -30,7 +30,7 @@ def test_record_cli_writes_and_resumes(tmp_path, capsys):
     ("--world.task=stack", "Unknown task 'stack'"),
     ("--distribution=far", "distribution='far' must be one of"),
     ("--policy.path=nowhere:make", "cannot import module 'nowhere'"),
-    ("--policy.kwargs={oops", "a flag value is not valid YAML/JSON"),
+    ("--policy.kwargs={oops", "--policy.kwargs is not valid YAML/JSON"),
     ("--world.cameras=[top,wrist]", r"Unknown camera\(s\) \['wrist'\]"),
 ])  # fmt: skip
 def test_record_cli_errors_are_one_line(tmp_path, capsys, flag, message):

@@ -18,11 +18,17 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from r2s2r.files import atomic_write_text
+from r2s2r.errors import DamagedFileError
+from r2s2r.files import atomic_write_text, read_json
 
 COMMIT_FILE = "r2s2r_recording.json"
+PARTIAL_SUFFIX = ".partial"  # <root>.partial: a recording's first batch, renamed to <root> once committed
 _TRACKED_DIRS = ("data", "videos", "meta/episodes", "images")
 _META_FILES = ("meta/info.json", "meta/stats.json", "meta/tasks.parquet")
+
+
+class InterruptedRecordingError(DamagedFileError):
+    """A recording killed (or failed) mid-batch: files written after its last complete batch."""
 
 
 def _tracked_files(root: Path) -> list[str]:
@@ -43,17 +49,48 @@ def write_commit(root: Path, record: dict[str, Any]) -> None:
     atomic_write_text(root / COMMIT_FILE, json.dumps(commit, indent=1))
 
 
+def _encoding_folders(root: Path) -> list[Path]:
+    """LeRobot's temporary video-encoding folders (`tempfile.mkdtemp(dir=root)`), left by a killed batch."""
+    return sorted(p for p in root.glob("tmp*") if p.is_dir())
+
+
 def read_commit(root: Path) -> dict[str, Any] | None:
-    path = root / COMMIT_FILE
+    path = Path(root) / COMMIT_FILE
     if not path.is_file():
         return None
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(
-            f"{path} is corrupt ({e.msg}); the recording cannot be resumed safely. "
-            f"Delete {root} and record again."
-        ) from None
+    fix = f"the recording cannot be resumed safely: delete {root} and record again."
+    return read_json(path, fix)
+
+
+def uncommitted(root: Path, commit: dict[str, Any]) -> list[str]:
+    """Files `root` holds beyond `commit`: those a later batch wrote (LeRobot writes every batch into new
+    data, video and episode files), and LeRobot's encoding folders; empty for a dataset whose last batch
+    completed. (Metadata edited since, e.g. a feature removed by hand, is not a killed batch.)"""
+    keep = set(commit["files"])
+    extra = [f for f in _tracked_files(root) if f not in keep]
+    return extra + [f"{p.name}/" for p in _encoding_folders(root)]
+
+
+def check_committed(root: str | Path) -> None:
+    """Raise `InterruptedRecordingError` if `root` is an r2s2r recording that a kill or a failure left in
+    the middle of a batch (or its first batch, `<root>.partial`); other datasets pass unchecked."""
+    root = Path(root)
+    first = root if root.name.endswith(PARTIAL_SUFFIX) else root.with_name(root.name + PARTIAL_SUFFIX)
+    if first.is_dir() and not root.is_dir() or root == first:
+        target = first.with_name(first.name.removesuffix(PARTIAL_SUFFIX))
+        raise InterruptedRecordingError(
+            f"the recording {target} was interrupted in its first batch (only {first} exists); re-run "
+            f"r2s2r-record --root={target} with the flags that started it to record it."
+        )
+    commit = read_commit(root)
+    if commit is None:
+        return
+    if extra := uncommitted(root, commit):
+        raise InterruptedRecordingError(
+            f"dataset {root} holds an interrupted recording ({len(extra)} file(s) written after its last "
+            f"complete batch, e.g. {extra[0]}); re-run r2s2r-record --root={root} with the flags that "
+            "recorded it to roll it back."
+        )
 
 
 def episode_labels(root: Path) -> dict[int, dict[str, Any]]:
@@ -79,6 +116,9 @@ def restore_commit(root: Path, commit: dict[str, Any]) -> list[str]:
                     sub.rmdir()
     if (root / "images").is_dir() and not any((root / "images").iterdir()):
         shutil.rmtree(root / "images")
+    for folder in _encoding_folders(root):
+        shutil.rmtree(folder)
+        removed.append(f"{folder.name}/")
     for name, blob in commit["meta"].items():
         data = base64.b64decode(blob)
         if (root / name).is_file() and (root / name).read_bytes() == data:
@@ -89,7 +129,7 @@ def restore_commit(root: Path, commit: dict[str, Any]) -> list[str]:
         removed.append(f"{name} (restored)")
     missing = [f for f in keep if not (root / f).is_file()]
     if missing:
-        raise ValueError(
+        raise DamagedFileError(
             f"dataset {root} lost {len(missing)} committed file(s), e.g. {missing[0]}; "
             "it cannot be repaired: delete it and record again."
         )

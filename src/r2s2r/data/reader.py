@@ -20,15 +20,19 @@ with LeRobot's decoder for the files decord cannot read).
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
+import pyarrow.parquet as pq
 import torch
 
+from r2s2r.data.commit import check_committed
 from r2s2r.data.video import FrameDecoder, video_frame_index
+from r2s2r.errors import DamagedFileError
+from r2s2r.files import read_json
 from r2s2r.robots.spec import robot_spec
 
 log = logging.getLogger(__name__)
@@ -87,7 +91,10 @@ class ClipDataset(torch.utils.data.Dataset):
         self.cfg = cfg
         self.root = Path(cfg.root)
         _require_dataset(self.root)
-        self.meta = LeRobotDatasetMetadata(cfg.repo_id, root=self.root)
+        try:
+            self.meta = LeRobotDatasetMetadata(cfg.repo_id, root=self.root)
+        except Exception as e:
+            raise_damage(self.root, e)
         self.fps = self.meta.fps
         if cfg.frame_rate == 0 or cfg.future_frames == 0:  # defaults for clips read directly
             cfg = replace(cfg, frame_rate=cfg.frame_rate or 10, future_frames=cfg.future_frames or 1)
@@ -127,9 +134,7 @@ class ClipDataset(torch.utils.data.Dataset):
         return [f"observation.images.{c}" for c in wanted]
 
     def _load_tabular(self) -> dict[str, np.ndarray]:
-        from lerobot.datasets.utils import load_nested_dataset
-
-        hf = load_nested_dataset(self.root / "data")
+        hf = load_frames_table(self.root)
         columns = ["episode_index", "frame_index", "index"] + [c for c in _TABULAR if c in hf.column_names]
         table = hf.select_columns(columns).with_format("numpy")[:]
         order = np.argsort(table["index"], kind="stable")
@@ -310,7 +315,8 @@ def match_frame_rate(cfg: ClipConfig, frame_stride: int) -> None:
     """Set `cfg.frame_rate` to `frame_stride` control steps per frame if it is 0 (the model's rate)."""
     if cfg.frame_rate:
         return
-    fps = int(json.loads(_require_dataset(Path(cfg.root)).read_text())["fps"])
+    info = _require_dataset(Path(cfg.root))
+    fps = int(read_json(info, "restore it from a copy or record the dataset again.")["fps"])
     if fps % frame_stride:
         raise ValueError(
             f"the model's frame_stride={frame_stride} control steps does not divide the dataset's {fps} Hz; "
@@ -319,8 +325,36 @@ def match_frame_rate(cfg: ClipConfig, frame_stride: int) -> None:
     cfg.frame_rate = fps // frame_stride
 
 
+def load_frames_table(root: Path):
+    """The dataset's frames (LeRobot's parquet loader over `data/`), as a Hugging Face dataset; a parquet
+    file that cannot be read raises `DamagedFileError` naming it."""
+    from lerobot.datasets.utils import load_nested_dataset
+
+    try:
+        return load_nested_dataset(Path(root) / "data")
+    except Exception as e:
+        raise_damage(Path(root), e)
+
+
+def raise_damage(root: Path, error: Exception) -> NoReturn:
+    """Re-raise `error`, which LeRobot raised reading `root`, as a `DamagedFileError` naming the file at
+    fault (an unreadable info.json or parquet file); `error` itself if every file reads."""
+    fix = "restore it from a copy or record the dataset again."
+    if (root / "meta" / "info.json").is_file():
+        read_json(root / "meta" / "info.json", fix)
+    for path in sorted(root.glob("meta/**/*.parquet")) + sorted(root.glob("data/**/*.parquet")):
+        try:
+            pq.read_metadata(path)
+        except Exception as e:
+            reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise DamagedFileError(f"{path} is truncated or corrupt ({reason}); {fix}") from error
+    raise error
+
+
 def _require_dataset(root: Path) -> Path:
-    """The dataset's meta/info.json, or a one-line error saying how to get a dataset there."""
+    """The dataset's meta/info.json, or a one-line error saying how to get a dataset there (or that the
+    recording there was interrupted, and how to roll it back)."""
+    check_committed(root)
     info = root / "meta" / "info.json"
     if not info.is_file():
         raise FileNotFoundError(

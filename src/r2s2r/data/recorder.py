@@ -22,7 +22,9 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from r2s2r.data.commit import read_commit, restore_commit, write_commit
+from r2s2r.data.commit import PARTIAL_SUFFIX, read_commit, restore_commit, write_commit
+from r2s2r.errors import DiskFullError
+from r2s2r.files import is_disk_full
 from r2s2r.policies.episodes import (
     DISTRIBUTIONS,
     EpisodeBatch,
@@ -31,7 +33,7 @@ from r2s2r.policies.episodes import (
     in_order,
     play_episodes,
 )
-from r2s2r.policies.policy import PolicyConfig, load_policy
+from r2s2r.policies.policy import PolicyConfig, PolicyError, load_policy
 from r2s2r.robots.aloha import TASK_TEXT, AlohaWorld, WorldConfig
 from r2s2r.robots.spec import EmbodimentSpec
 
@@ -180,9 +182,61 @@ def _write_batch(dataset, frames: list[list[dict]], task_text: str) -> None:
         shutil.rmtree(images)
 
 
+def _commit_batch(
+    cfg: RecordConfig, target: Path, spec, frames: list, episodes: list[dict], kept: int
+) -> None:
+    """Write one played batch into `target` and commit it with `episodes` (all of them, this batch's too).
+
+    Whatever fails (a full disk, Ctrl-C, an encoder error), the dataset goes back to its last commit (a
+    first batch, which has none, is removed) before the error propagates, so nothing half-written stays; a
+    full disk is reported as a `DiskFullError` that says so.
+    """
+    dataset = None
+    try:
+        dataset = _open_dataset(cfg, target, spec, spec.control_hz)
+        _write_batch(dataset, frames, TASK_TEXT[cfg.world.task])
+        write_commit(target, {"config": cfg.resume_key(spec.control_hz), "episodes": episodes})
+    except BaseException as e:
+        _abandon_writers(dataset)
+        full = is_disk_full(e, target)  # before the roll-back frees space
+        _roll_back(target)
+        if full:
+            raise DiskFullError(
+                f"the disk is full: recording into {cfg.root} failed; the batch was rolled back and the "
+                f"dataset keeps its {kept} complete episodes: free space and re-run the command to resume."
+            ) from e
+        raise
+
+
+def _abandon_writers(dataset) -> None:
+    """Drop a failed batch's open parquet writers and buffered metadata without writing them (their files
+    are rolled back), so that LeRobot's destructors find nothing left to flush."""
+    if dataset is None:
+        return
+    for owner in (dataset, dataset.meta):
+        if getattr(owner, "metadata_buffer", None):
+            owner.metadata_buffer.clear()
+        if getattr(owner, "writer", None) is not None:
+            with contextlib.suppress(Exception):
+                owner.writer.close()
+            owner.writer = None
+
+
+def _roll_back(target: Path) -> None:
+    """Put `target` back to its last commit; remove it if it has none (a first batch)."""
+    try:
+        commit = read_commit(target)
+        if commit is None:
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            restore_commit(target, commit)
+    except Exception as e:  # the re-run rolls back what this could not
+        log.warning("could not roll %s back now (%s); re-running the same command will", target, e)
+
+
 def _resume_state(cfg: RecordConfig, root: Path, key: dict) -> list[dict]:
     """Episodes already committed at `root` (empty for a new dataset); rolls back a killed batch."""
-    partial = root.with_name(root.name + ".partial")
+    partial = root.with_name(root.name + PARTIAL_SUFFIX)
     if partial.exists():  # a first batch that never committed
         shutil.rmtree(partial)
     if not root.exists():
@@ -253,15 +307,16 @@ def record(cfg: RecordConfig) -> RecordSummary:
         except StopIteration:
             break
         except Exception as e:
-            raise RuntimeError(
-                f"{e}; none of them was written, the dataset keeps its {len(episodes)} complete episodes "
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise PolicyError(
+                f"{first}; none of them was written, the dataset keeps its {len(episodes)} complete episodes "
                 "(re-run to resume)."
             ) from e
-        target = root if root.exists() else root.with_name(root.name + ".partial")
-        dataset = _open_dataset(cfg, target, spec, spec.control_hz)
-        _write_batch(dataset, result["frames"], TASK_TEXT[cfg.world.task])
+        target = root if root.exists() else root.with_name(root.name + PARTIAL_SUFFIX)
+        _commit_batch(
+            cfg, target, spec, result["frames"], episodes + batch_labels(batch, result), len(episodes)
+        )
         episodes += batch_labels(batch, result)
-        write_commit(target, {"config": key, "episodes": episodes})
         if target != root:
             target.rename(root)  # the first complete batch makes the dataset appear, atomically
         bar.update(len(batch.indices))

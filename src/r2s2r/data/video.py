@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from r2s2r.errors import DamagedFileError
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +30,7 @@ DECODERS = ("lerobot", "decord")
 _INHERITED: list[dict] = []  # decord readers a forked process inherited and must never destroy
 
 
-class VideoFileError(ValueError):
+class VideoFileError(DamagedFileError):
     """A video file that is missing, corrupt or shorter than its episodes need."""
 
 
@@ -80,6 +83,17 @@ class FrameDecoder:
             return False
 
     def decode(self, path: Path, indices: list[int]) -> torch.Tensor:
+        """Frames `indices` of `path`; a file that fails to decode raises `VideoFileError` naming it."""
+        try:
+            return self._decode(path, indices)
+        except Exception as e:
+            self._readers.pop(path, None)
+            raise VideoFileError(
+                f"video file {path} is corrupt or truncated (decoding frames {indices[0]}..{indices[-1]}: "
+                f"{_first_line(e)}); re-record the dataset or drop the episodes stored in it."
+            ) from None
+
+    def _decode(self, path: Path, indices: list[int]) -> torch.Tensor:
         if self.uses_decord(path):
             frames = self._reader(path).get_batch(indices).asnumpy()  # (N,H,W,3) uint8
             frames = torch.from_numpy(frames).permute(0, 3, 1, 2).contiguous()  # (N,3,H,W) uint8
@@ -106,7 +120,7 @@ class FrameDecoder:
                 available = len(self._reader(path))
                 if available < num_frames:
                     raise VideoFileError(f"has {available} frames, its episodes need {num_frames}")
-            frames = self.decode(path, [num_frames - 1])
+            frames = self._decode(path, [num_frames - 1])
             if not torch.isfinite(frames).all():
                 raise VideoFileError("decoded non-finite pixels")
         except Exception as e:
@@ -124,8 +138,11 @@ class FrameDecoder:
 
 
 def _first_line(e: BaseException) -> str:
+    """The gist of a decoder's error: its last line, without the C++ source location torchcodec puts
+    first ("decodeAVFrame, .../SingleStreamDecoder.cpp:1495, Could not push packet ...")."""
     text = str(e).strip().splitlines()
-    return (text[-1] if text else type(e).__name__)[:200]
+    line = text[-1] if text else type(e).__name__
+    return re.sub(r"^.*?\.(?:cpp|cc|c|h|hpp):\d+,\s*", "", line)[:200]
 
 
 def video_frame_index(from_timestamp: float, frame_index: np.ndarray | int, fps: int) -> np.ndarray:

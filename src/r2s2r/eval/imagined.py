@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -30,9 +29,9 @@ from r2s2r.data.commit import episode_labels
 from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
 from r2s2r.eval.ranking import wilson_interval
 from r2s2r.eval.video import write_side_by_side_views
-from r2s2r.files import atomic_write_text
+from r2s2r.files import append_text, atomic_write_text
 from r2s2r.model.modeling_world_model import WorldModel
-from r2s2r.policies.policy import Policy, PolicyConfig, check_action, load_policy
+from r2s2r.policies.policy import Policy, PolicyConfig, PolicyError, check_action, load_policy
 from r2s2r.robots.checker import VIOLATIONS
 from r2s2r.rollout.world_model_env import WorldModelEnv
 
@@ -40,10 +39,6 @@ log = logging.getLogger(__name__)
 
 
 ROWS_VERSION = 2
-
-
-class PolicyError(RuntimeError):
-    """The policy raised or returned a bad action; the message names the policy and the episodes."""
 
 
 @dataclass
@@ -148,11 +143,9 @@ def open_results(
 
 
 def append_rows(path: Path, rows: list[dict]) -> None:
-    """One write per batch, flushed: a kill leaves whole batches or one cut line, never a partial row."""
-    with path.open("a") as f:
-        f.write("".join(json.dumps(r) + "\n" for r in rows))
-        f.flush()
-        os.fsync(f.fileno())
+    """One write per batch, flushed: a kill leaves whole batches or one cut line, never a partial row, and a
+    failed write (a full disk) leaves the file as it was."""
+    append_text(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
 def _policy_name(cfg: PolicyConfig, policy: Policy) -> str:

@@ -26,11 +26,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from r2s2r.data.commit import episode_labels, read_commit
+from r2s2r.data.commit import PARTIAL_SUFFIX, check_committed, episode_labels, read_commit
+from r2s2r.data.reader import load_frames_table
 from r2s2r.eval.fanout import evaluate_many
 from r2s2r.eval.imagined import SPLITS, ImaginedEvalConfig, read_results, success_rates, summarize
 from r2s2r.eval.ranking import compare
-from r2s2r.files import atomic_write_text
+from r2s2r.files import atomic_write_text, read_json
 from r2s2r.policies.policy import PolicyConfig
 
 log = logging.getLogger(__name__)
@@ -103,8 +104,16 @@ def discover(cfg: RankConfig) -> list[Entry]:
     manifest = _manifest(cfg.policies)
     entries = []
     for folder in sorted(p for p in root.iterdir() if (p / "meta" / "info.json").is_file()):
+        if folder.name.endswith(PARTIAL_SUFFIX):  # a recording killed in its first batch
+            name = folder.name.removesuffix(PARTIAL_SUFFIX)
+            entries.append(Entry(name, folder, PolicyConfig(), error=_unreadable(folder)))
+            continue
         spec = manifest.get(folder.name)
-        recording = read_commit(folder)
+        try:
+            recording = read_commit(folder)
+        except ValueError as e:
+            entries.append(Entry(folder.name, folder, PolicyConfig(), error=str(e)))
+            continue
         if spec is None and recording is not None:
             rec = recording["config"]
             spec = {"path": rec["policy_path"], "kwargs": rec["policy_kwargs"]}
@@ -123,11 +132,20 @@ def discover(cfg: RankConfig) -> list[Entry]:
     return entries
 
 
-def read_log_outcomes(root: Path) -> list[dict]:
-    """Per logged episode: did it succeed (at any step), and its best staged reward; from the data itself."""
-    from lerobot.datasets.utils import load_nested_dataset
+def _unreadable(folder: Path) -> str:
+    """Why the logs in `folder` cannot be read (an interrupted recording, say)."""
+    try:
+        check_committed(folder)
+    except ValueError as e:
+        return str(e)
+    return f"{folder} cannot be read"
 
-    info = json.loads((root / "meta" / "info.json").read_text())
+
+def read_log_outcomes(root: Path) -> list[dict]:
+    """Per logged episode: did it succeed (at any step), and its best staged reward; from the data itself.
+    Logs that a recording left mid-batch, or with a damaged file, raise a `ValueError` that says so."""
+    check_committed(root)
+    info = read_json(root / "meta" / "info.json", "restore it from a copy or record the logs again.")
     if "next.success" not in info["features"]:
         raise ValueError(
             f"logs {root} have no success labels (no 'next.success' feature); label each frame's success "
@@ -136,7 +154,7 @@ def read_log_outcomes(root: Path) -> list[dict]:
     columns = ["episode_index", "next.success"] + (
         ["next.reward"] if "next.reward" in info["features"] else []
     )
-    table = load_nested_dataset(root / "data").select_columns(columns).with_format("numpy")[:]
+    table = load_frames_table(root).select_columns(columns).with_format("numpy")[:]
     episodes = table["episode_index"].reshape(-1)
     out = []
     for ep in np.unique(episodes):

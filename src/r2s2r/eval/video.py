@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw, ImageFont
 
+from r2s2r.files import disk_full, is_disk_full
+
 Video = torch.Tensor | np.ndarray  # (T,3,H,W) float in [0,1], or (T,H,W,3) uint8
 
 LABEL_BAND = 14  # pixels of label band above each row
@@ -132,8 +134,10 @@ def _encode(path: Path, frames: Iterator[np.ndarray], size: tuple[int, int], fps
                     container.mux(packet)
             container.mux(stream.encode())  # flush the encoder
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        if is_disk_full(e):
+            raise disk_full(path) from e
         raise
     return path
 

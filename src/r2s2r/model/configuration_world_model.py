@@ -15,7 +15,8 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from r2s2r.files import atomic_write_text
+from r2s2r.errors import DamagedFileError
+from r2s2r.files import atomic_write_text, read_json
 
 CONFIG_VERSION = 2  # written into config.json; files without one are version 1 (flat head fields)
 
@@ -266,8 +267,12 @@ class WorldModelConfig:
             raise FileNotFoundError(
                 f"no config.json in {directory}; point at a directory written by save_pretrained."
             )
-        raw = json.loads(path.read_text())
-        version = raw.pop("config_version", 1)
+        raw = read_json(path, "the checkpoint is damaged: copy it again, or re-save or retrain it.")
+        version = raw.pop("config_version", 1) if isinstance(raw, dict) else None
+        if not isinstance(version, int):
+            raise DamagedFileError(
+                f"{path} is not a world model's config; point at a world model checkpoint."
+            )
         if version > CONFIG_VERSION:
             raise ValueError(f"{path} is config version {version}, newer than this r2s2r's; upgrade r2s2r.")
         if version == 1:

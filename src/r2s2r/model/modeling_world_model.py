@@ -16,15 +16,15 @@ everything needed to read raw observations. `save_pretrained` / `from_pretrained
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
-from r2s2r.files import replace_directory
+from r2s2r.errors import DamagedFileError
+from r2s2r.files import load_safetensors, staged_directory
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.denoiser import MultiViewDenoiser
 from r2s2r.model.state_head import Judge, StateDynamicsHead
@@ -307,16 +307,13 @@ class WorldModel(nn.Module):
         `half_matrices` stores weight matrices (2-D and up) in float16, half the size, for checkpoints
         committed to a repository; biases, norms and normalization statistics stay float32, and
         `from_pretrained` loads it all into a float32 model."""
-        directory = Path(directory)
-        tmp = directory.with_name(f".{directory.name}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        self.config.save(tmp)
         tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
         if half_matrices:
             tensors = {k: v.half() if v.dim() >= 2 else v for k, v in tensors.items()}  # all are float
-        save_file(tensors, tmp / "model.safetensors", metadata={"format": "pt", "library": "r2s2r"})
-        return replace_directory(tmp, directory)
+        with staged_directory(directory) as tmp:
+            self.config.save(tmp)
+            save_file(tensors, tmp / "model.safetensors", metadata={"format": "pt", "library": "r2s2r"})
+        return Path(directory)
 
     @classmethod
     def from_pretrained(
@@ -335,7 +332,10 @@ class WorldModel(nn.Module):
         weights = directory / "model.safetensors"
         if not weights.is_file():
             raise FileNotFoundError(f"no model.safetensors in {directory}; the checkpoint is incomplete.")
-        state = load_file(weights, device=str(device))
+        fix = "the checkpoint is damaged: copy it again, or re-save or retrain it."
+        state = load_safetensors(weights, fix, device=str(device))
+        if bad := [k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()]:
+            raise DamagedFileError(f"{weights} holds NaN/inf in {bad[0]}; {fix}")
         try:
             model.load_state_dict(state, strict=True)
         except RuntimeError as e:

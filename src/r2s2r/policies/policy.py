@@ -22,6 +22,12 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from r2s2r.errors import UserError
+
+
+class PolicyError(UserError, RuntimeError):
+    """A policy that failed to load, raised, or returned a bad action; the message names the policy."""
+
 
 @runtime_checkable
 class Policy(Protocol):
@@ -179,11 +185,12 @@ DIRECTORY_FACTORIES = {"rl_policy.json": "r2s2r.rl.policy:ImaginationPolicy"}
 
 def load_policy(cfg: PolicyConfig) -> Policy:
     """Build the policy named by `cfg`: a LeRobot pretrained directory, a directory r2s2r exported, or an
-    import-path factory."""
+    import-path factory. A loader or factory that raises is reported as a `PolicyError` naming `cfg.path`."""
     path = Path(cfg.path)
     marker = next((m for m in DIRECTORY_FACTORIES if (path / m).is_file()), None)
     if marker is not None:
-        return _import_factory(DIRECTORY_FACTORIES[marker])(path, device=cfg.device, **cfg.kwargs)
+        factory = _import_factory(DIRECTORY_FACTORIES[marker])
+        return _built(cfg, factory, path, device=cfg.device, **cfg.kwargs)
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ValueError(
@@ -194,21 +201,38 @@ def load_policy(cfg: PolicyConfig) -> Policy:
             raise ValueError(
                 "policy.kwargs only applies to import-path factories, not to LeRobot directories."
             )
-        if is_latent_act(path):
-            return ACTLatentAdapter(path, device=cfg.device)
-        return LeRobotPolicyAdapter(path, device=cfg.device)
+        adapter = ACTLatentAdapter if is_latent_act(path) else LeRobotPolicyAdapter
+        return _built(cfg, adapter, path, device=cfg.device)
     if not cfg.is_import_path:
         raise ValueError(
             f"policy.path='{cfg.path}' is neither an existing directory nor an import path "
             "'package.module:factory'."
         )
-    policy = _import_factory(cfg.path)(**cfg.kwargs)
+    policy = _built(cfg, _import_factory(cfg.path), **cfg.kwargs)
     if not isinstance(policy, Policy):
-        raise TypeError(
+        raise PolicyError(
             f"policy.path='{cfg.path}' returned {type(policy).__name__}, which lacks reset() and "
             "select_action(batch); return an object that has both."
         )
     return policy
+
+
+def _built(cfg: PolicyConfig, make, *args, **kwargs) -> Policy:
+    """`make(*args, **kwargs)`; whatever it raises (the policy's own code) as a `PolicyError` naming it."""
+    try:
+        return make(*args, **kwargs)
+    except UserError:
+        raise
+    except Exception as e:
+        raise PolicyError(
+            f"policy.path='{cfg.path}' failed to load: {type(e).__name__}: {_first_line(e)}; fix the policy "
+            "or its --policy.kwargs."
+        ) from e
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else "(no message)"
 
 
 def to_policy_batch(observation: dict[str, np.ndarray], device: str | torch.device = "cpu") -> dict:

@@ -41,10 +41,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
-from r2s2r.files import atomic_write_text, replace_directory
+from r2s2r.files import atomic_write_text, load_safetensors, read_json, staged_directory
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.robots.spec import robot_spec
 
@@ -161,15 +161,12 @@ def export_policy(
     directory: str | Path, actor: nn.Sequential, spec: ActorSpec, world_model_dir: str | Path
 ) -> Path:
     """Write a policy directory (see the module docstring) atomically; returns its path."""
-    directory = Path(directory)
-    tmp = directory.with_name(f".{directory.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    shutil.copytree(world_model_dir, tmp / "world_model")
     tensors = {k: v.detach().cpu().contiguous() for k, v in actor.state_dict().items()}
-    save_file(tensors, tmp / "actor.safetensors", metadata={"format": "pt", "library": "r2s2r"})
-    atomic_write_text(tmp / POLICY_FILE, json.dumps(asdict(spec), indent=2))
-    return replace_directory(tmp, directory)
+    with staged_directory(directory) as tmp:
+        shutil.copytree(world_model_dir, tmp / "world_model")
+        save_file(tensors, tmp / "actor.safetensors", metadata={"format": "pt", "library": "r2s2r"})
+        atomic_write_text(tmp / POLICY_FILE, json.dumps(asdict(spec), indent=2))
+    return Path(directory)
 
 
 def is_rl_policy(path: str | Path) -> bool:
@@ -189,7 +186,8 @@ class ImaginationPolicy:
             raise FileNotFoundError(
                 f"{path} has no {POLICY_FILE}; point at a directory written by r2s2r-rl (its policy/ folder)."
             )
-        raw = json.loads((path / POLICY_FILE).read_text())
+        fix = "the exported policy is damaged: export it again (re-run the r2s2r-rl command that wrote it)."
+        raw = read_json(path / POLICY_FILE, fix)
         try:
             self.spec = ActorSpec(**raw)
         except TypeError as e:
@@ -206,7 +204,7 @@ class ImaginationPolicy:
             )
         self.actor = build_actor(self.spec)
         try:
-            self.actor.load_state_dict(load_file(path / "actor.safetensors"))
+            self.actor.load_state_dict(load_safetensors(path / "actor.safetensors", fix))
         except RuntimeError as e:
             raise ValueError(f"{path / 'actor.safetensors'} does not fit {POLICY_FILE} ({e}).") from None
         self.actor.to(self.device).eval()

@@ -34,16 +34,16 @@ uninterrupted one does. `rounds` may be raised to train further.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
-from r2s2r.files import atomic_write_text
+from r2s2r.files import append_text, atomic_write_text, load_safetensors, read_json, staged_directory
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.policies.policy import PolicyConfig, load_policy
 from r2s2r.rl.checks import episode_summary, imagined_eval, reference_eval, verify_with_video
@@ -60,10 +60,12 @@ from r2s2r.rl.policy import (
     features,
     is_rl_policy,
 )
+from r2s2r.training.checkpoint import flatten_optimizer, unflatten_optimizer
 from r2s2r.training.head import HeadTrainConfig, refine_head
 from r2s2r.training.head import read_episodes as read_dataset
 
 INITS = ("scratch", "bc", "residual")
+PPO_STATE = "ppo"  # <output_dir>/ppo/: PPO's weights, optimizer and step count (safetensors + JSON)
 
 
 @dataclass
@@ -242,10 +244,28 @@ def behaviour_clone(policy, x: torch.Tensor, y: torch.Tensor, steps: int, seed: 
 # ---------------------------------------------------------------------- training
 
 
-def _save_ppo(ppo, path: Path) -> None:
-    tmp = path.with_name(f".{path.stem}.tmp.zip")
-    ppo.save(tmp)
-    os.replace(tmp, path)
+def _save_ppo(ppo, directory: Path) -> None:
+    """PPO's state as safetensors + JSON (no pickles), written atomically: the policy's weights (actor,
+    critic, log std), the optimizer's state and the step count; the rest is rebuilt from the config."""
+    tensors, meta = flatten_optimizer(ppo.policy.optimizer.state_dict())
+    weights = {k: v.detach().cpu().contiguous() for k, v in ppo.policy.state_dict().items()}
+    with staged_directory(directory) as tmp:
+        save_file(weights, tmp / "policy.safetensors")
+        save_file(tensors, tmp / "optimizer.safetensors")
+        atomic_write_text(
+            tmp / "state.json", json.dumps({"num_timesteps": ppo.num_timesteps, "optimizer": meta})
+        )
+
+
+def _load_ppo(ppo, out: Path, device: str) -> None:
+    """Put the state `_save_ppo` wrote into `ppo`, built as the run builds it."""
+    directory = out / PPO_STATE
+    fix = "the run's PPO state is damaged and cannot be resumed: train into a new --output_dir."
+    state = read_json(directory / "state.json", fix)
+    ppo.policy.load_state_dict(load_safetensors(directory / "policy.safetensors", fix, device))
+    optimizer = load_safetensors(directory / "optimizer.safetensors", fix, device)
+    ppo.policy.optimizer.load_state_dict(unflatten_optimizer(optimizer, state["optimizer"]))
+    ppo.num_timesteps = int(state["num_timesteps"])
 
 
 def _set_actor_trainable(policy, trainable: bool) -> None:
@@ -276,7 +296,7 @@ def train_rl(cfg: RLConfig) -> dict:
     for r in range(state["round"], cfg.rounds):  # 7. rounds, each checkpointed
         set_random_seed(cfg.seed * 10_007 + r + 1)
         row = _train_round(cfg, r, ppo, env)
-        _save_ppo(ppo, out / "ppo.zip")
+        _save_ppo(ppo, out / PPO_STATE)
         export_policy(out / "policy", actor_of(ppo.policy, spec), spec, world_model_dir)
         if r + 1 == cfg.rounds or (cfg.eval_every and (r + 1) % cfg.eval_every == 0):
             row |= _measure(cfg, ppo, env, out / "policy", starts)
@@ -301,7 +321,8 @@ def train_rl(cfg: RLConfig) -> dict:
 def _saved_state(cfg: RLConfig, out: Path) -> dict | None:
     """The state of the run in `out` (None for a new one); a run with other settings is refused."""
     state_file, fingerprint = out / "state.json", cfg.fingerprint()
-    state = json.loads(state_file.read_text()) if state_file.is_file() else None
+    fix = "the run's state is damaged: train into a new --output_dir."
+    state = read_json(state_file, fix) if state_file.is_file() else None
     if state is not None and state["config"] != fingerprint:
         changed = sorted(k for k in fingerprint if state["config"].get(k) != fingerprint[k])
         raise ValueError(
@@ -378,8 +399,8 @@ def _ppo(cfg, out, env, spec, episodes, model, world_model_dir, state, summary):
     from stable_baselines3 import PPO
     from stable_baselines3.common.utils import set_random_seed
 
-    if state["round"] > 0:
-        return PPO.load(out / "ppo.zip", env=env, device=cfg.device)
+    if state["round"] > 0 and not (out / PPO_STATE).is_dir():  # a run begun before PPO_STATE existed
+        return PPO.load(out / "ppo.zip", env=env, device=cfg.device)  # its own zip: a trusted pickle
     set_random_seed(cfg.seed)
     arch = dict(net_arch=dict(pi=list(cfg.hidden), vf=list(cfg.hidden)), log_std_init=cfg.log_std_init)
     ppo = PPO(
@@ -389,6 +410,9 @@ def _ppo(cfg, out, env, spec, episodes, model, world_model_dir, state, summary):
         clip_range=cfg.clip_range, ent_coef=cfg.ent_coef, target_kl=cfg.target_kl, device=cfg.device,
         verbose=0, seed=cfg.seed,
     )  # fmt: skip
+    if state["round"] > 0:
+        _load_ppo(ppo, out, cfg.device)
+        return ppo
     if cfg.init == "bc":
         x, y = cloning_data(episodes, model, cfg.observation, cfg.horizon, cfg.action)
         if cfg.bc_successes_only:
@@ -408,7 +432,7 @@ def _ppo(cfg, out, env, spec, episodes, model, world_model_dir, state, summary):
         load_actor_into(ppo.policy, init.actor)
         ppo.policy.log_std.data.fill_(cfg.bc_log_std)
     export_policy(out / "initial_policy", actor_of(ppo.policy, spec), spec, world_model_dir)
-    _save_ppo(ppo, out / "ppo.zip")
+    _save_ppo(ppo, out / PPO_STATE)
     atomic_write_text(out / "state.json", json.dumps(state, indent=2))
     atomic_write_text(out / "progress.jsonl", "")
     return ppo
@@ -468,7 +492,4 @@ def _read_rows(path: Path, rounds: int) -> list[dict]:
 
 
 def _append(path: Path, row: dict) -> None:
-    with open(path, "a") as f:
-        f.write(json.dumps(row) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    append_text(path, json.dumps(row) + "\n")

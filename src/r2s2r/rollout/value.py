@@ -19,14 +19,13 @@ Fitted by `training/value.py` (`r2s2r-fit-value`); read here:
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
-from r2s2r.files import replace_directory
+from r2s2r.files import load_safetensors, read_json, staged_directory
 from r2s2r.robots.kinematics import GraspKinematics
 from r2s2r.robots.spec import robot_spec
 
@@ -89,27 +88,24 @@ class BaseValue(nn.Module):
     # ------------------------------------------------------------------ io
     def save_pretrained(self, directory: str | Path, report: dict | None = None) -> None:
         """config.json + model.safetensors (+ fit.json), written to a temp folder and renamed into place."""
-        directory = Path(directory)
-        tmp = directory.with_name(f".{directory.name}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        (tmp / "config.json").write_text(json.dumps({"kind": "base_value", **self.meta}, indent=2))
         weights = {k: v.contiguous() for k, v in self.state_dict().items()}
-        save_file(weights, str(tmp / "model.safetensors"))
-        if report is not None:
-            (tmp / "fit.json").write_text(json.dumps(report, indent=2))
-        replace_directory(tmp, directory)
+        with staged_directory(directory) as tmp:
+            (tmp / "config.json").write_text(json.dumps({"kind": "base_value", **self.meta}, indent=2))
+            save_file(weights, str(tmp / "model.safetensors"))
+            if report is not None:
+                (tmp / "fit.json").write_text(json.dumps(report, indent=2))
 
     @classmethod
     def from_pretrained(cls, directory: str | Path) -> BaseValue:
         path = Path(directory, "config.json")
         if not path.is_file():
             raise FileNotFoundError(f"no config.json in {directory}; fit a value with r2s2r-fit-value first.")
-        meta = json.loads(path.read_text())
-        if meta.pop("kind", None) != "base_value":
+        fix = "the base value is damaged: fit it again with r2s2r-fit-value."
+        meta = read_json(path, fix)
+        if not isinstance(meta, dict) or meta.pop("kind", None) != "base_value":
             raise ValueError(
                 f"{directory} is not a base value (a world model?); fit one with r2s2r-fit-value."
             )
         value = cls(**meta)
-        value.load_state_dict(load_file(str(Path(directory, "model.safetensors"))))
+        value.load_state_dict(load_safetensors(Path(directory, "model.safetensors"), fix))
         return value.eval()

@@ -43,6 +43,17 @@ from r2s2r.scripts import cli
 from r2s2r.scripts.eval import format_rates
 
 
+def format_verified(round_: int, v: dict) -> str:
+    """The video re-check's line: what the judge and the head saw, or why the check was skipped."""
+    if "skipped" in v:
+        return f"full world model re-check skipped: {v['skipped']}"
+    return (
+        f"full world model, round {round_}: judge sees success in {100 * v['judge_success']:.0f} % of "
+        f"{v['episodes']} imagined episodes, the head in {100 * v['head_success']:.0f} % "
+        f"(agreement {100 * v['agreement']:.0f} %)"
+    )
+
+
 def rl_main(cfg: RLConfig) -> int:
     summary = train_rl(cfg)
     rows = summary["progress"]
@@ -58,12 +69,7 @@ def rl_main(cfg: RLConfig) -> int:
         )
     verified = [r for r in rows if "verified" in r]
     if verified:
-        v = verified[-1]["verified"]
-        print(
-            f"\nfull world model, round {verified[-1]['round']}: judge sees success in "
-            f"{100 * v['judge_success']:.0f} % of {v['episodes']} imagined episodes, the head in "
-            f"{100 * v['head_success']:.0f} % (agreement {100 * v['agreement']:.0f} %)"
-        )
+        print("\n" + format_verified(verified[-1]["round"], verified[-1]["verified"]))
     last = next((r for r in reversed(rows) if "reference" in r), None)
     if last:
         print(f"\nreference-world success after round {last['round']}:\n{format_rates(last['reference'])}")

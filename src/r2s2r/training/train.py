@@ -36,16 +36,8 @@ log = logging.getLogger(__name__)
 PRESETS = ("tiny", "small", "base")
 # What defines a run, besides the model config: `--resume` refuses to change any of these. The rest (steps,
 # stop_after, logging, saving, workers, precision, tensorboard) may change between jobs.
-RUN_SETTINGS = (
-    "batch_size",
-    "grad_accum",
-    "lr",
-    "warmup_steps",
-    "weight_decay",
-    "grad_clip",
-    "ema_decay",
-    "seed",
-)
+RUN_SETTINGS = ("preset", "batch_size", "grad_accum", "lr", "warmup_steps", "weight_decay", "grad_clip",
+                "ema_decay", "seed")  # fmt: skip
 DATA_SETTINGS = ("root", "episodes", "frame_rate", "future_frames", "robot")
 
 
@@ -239,11 +231,7 @@ def run_settings(cfg: TrainConfig) -> dict:
 def check_resume(cfg: TrainConfig, last: Path, settings: dict) -> None:
     """Refuse to resume the checkpoint `last` with another model config, other `run_settings`, or fewer
     `steps` than it has already taken; name every change and the fix."""
-    state = read_training_state(last)
-    changes = [
-        f"--model.{k}: checkpoint {a!r}, now {b!r}"
-        for k, (a, b) in WorldModelConfig.load(last / "pretrained_model").differences(cfg.model).items()
-    ]
+    state, changes = read_training_state(last), []
     saved = state.get("run")
     if saved is None:  # a checkpoint from before runs kept their settings: only the model can be checked
         log.warning("%s does not record its run's settings; they are not checked on resume", last)
@@ -251,6 +239,10 @@ def check_resume(cfg: TrainConfig, last: Path, settings: dict) -> None:
         changes += [
             f"--{k}: checkpoint {saved.get(k)!r}, now {v!r}" for k, v in settings.items() if saved.get(k) != v
         ]
+    changes += [
+        f"--model.{k}: checkpoint {a!r}, now {b!r}"
+        for k, (a, b) in WorldModelConfig.load(last / "pretrained_model").differences(cfg.model).items()
+    ]
     if changes:
         shown = "; ".join(changes[:6]) + (f"; and {len(changes) - 6} more" if len(changes) > 6 else "")
         raise SettingsChangedError(
