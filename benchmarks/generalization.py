@@ -19,7 +19,9 @@ Stages (each resumes):
   3. for each `--world_models` entry: `held_out_violations` against its provenance.json (refused unless
      `--allow_seen`), then `r2s2r-rank` on the state-head path, `--samples` imagined episodes per start;
   4. per family and pooled, ID and OOD: Spearman, Pearson, Kendall, MMRV, pairwise accuracy, calibration
-     slope and MAE, each beside the real-vs-real floor; benchmarks/results/generalization.json.
+     slope and MAE, each beside the real-vs-real floor;
+  5. does the head know where it is wrong: the logs' actions replayed by the state head, object-position
+     error against the ensemble's spread (`uncertainty_vs_error`); benchmarks/results/generalization.json.
 
 Prerequisites: the ACT runs (the `act_b`/`act_c` lines of `benchmarks/held_out_act.sh`).
 Usage:
@@ -41,10 +43,12 @@ from common import machine_info, print_table, write_json  # noqa: E402
 
 # isort: split
 from r2s2r.data.recorder import RecordConfig, evaluate, record  # noqa: E402
-from r2s2r.eval.generalization import family_metrics, held_out_violations  # noqa: E402
+from r2s2r.eval.generalization import family_metrics, held_out_violations, uncertainty_vs_error  # noqa: E402
 from r2s2r.eval.rank import RankConfig, rank, success_rates  # noqa: E402
+from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
 from r2s2r.policies.policy import PolicyConfig  # noqa: E402
 from r2s2r.robots.aloha import WorldConfig  # noqa: E402
+from r2s2r.training.head import read_episodes  # noqa: E402
 
 SCRIPTED_FAMILIES = ("waypoint", "jointspace")
 ACT_RUNS = {
@@ -193,9 +197,20 @@ def main() -> None:
             ["group", "split", *GETTERS], metric_rows(result),
         )  # fmt: skip
         episodes = sum(p["imagined"]["all"]["trials"] for p in payload["policies"])
+        model = WorldModel.from_pretrained(model_dir)
+        logged = [
+            ep
+            for name in zoo
+            for ep in read_episodes(str(out / "logs" / name), model, args.uncertainty_episodes)
+        ]
+        calibration = uncertainty_vs_error(model, logged)
+        print(f"{label}: object-position error by ensemble spread (quintiles): " + ", ".join(
+            f"{100 * b['spread_m']:.1f} cm -> {100 * b['error_m']:.1f} cm" for b in calibration["bins"]
+        ) + f"; Spearman {calibration['spearman']:.2f}")  # fmt: skip
         models[label] = {
             "checkpoint": model_dir, "not_held_out": seen, "seconds": seconds,
             "imagined_episodes": episodes, "failed": payload["failed"], **result,
+            "uncertainty_vs_error": calibration,
             "policies": [{k: p[k] for k in ("name", "family", "real", "imagined")} for p in ranked],
         }  # fmt: skip
     write_json(Path(args.out), {

@@ -80,3 +80,31 @@ def test_family_and_pooled_statistics_by_hand():
     assert result["families"]["a"]["metrics"]["all"]["calibration"]["mae_points"] == pytest.approx(10.0)
     assert "c" not in family_metrics(policies, None, n_boot=50)["families"]
     json.dumps(result)  # JSON-ready
+
+
+def test_uncertainty_against_error_by_hand(tmp_path):
+    """A head whose dynamics predict no change keeps every member's cube where it started: spread 0, and
+    the error of each frame is how far the real cube has moved from its start."""
+    import numpy as np
+    import torch
+
+    from r2s2r.eval.generalization import uncertainty_vs_error
+
+    data = record_state_only(tmp_path / "data", seed=4)
+    model, episodes = blind_model(data)
+    with torch.no_grad():
+        model.state_head.dynamics.w2.zero_()
+        model.state_head.dynamics.b2.zero_()
+    result = uncertainty_vs_error(model, episodes, bins=2)
+    moved = [
+        (ep["observation.environment_state"][1:, :3] - ep["observation.environment_state"][:1, :3]).norm(
+            dim=-1
+        )
+        for ep in episodes
+    ]
+    assert result["frames"] == sum(len(m) for m in moved)
+    assert sum(b["frames"] for b in result["bins"]) == result["frames"]
+    assert all(b["spread_m"] == pytest.approx(0.0, abs=1e-6) for b in result["bins"])
+    mean_error = sum(b["error_m"] * b["frames"] for b in result["bins"]) / result["frames"]
+    assert mean_error == pytest.approx(float(torch.cat(moved).mean()), rel=1e-4)
+    assert max(float(torch.cat(moved).max()), mean_error) > 0.0 and np.isnan(result["spearman"])

@@ -16,8 +16,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import torch
+
 from r2s2r.data.provenance import generated_by, read_provenance
 from r2s2r.eval.rank import ranking_metrics
+from r2s2r.eval.ranking import spearman
+from r2s2r.model.modeling_world_model import WorldModel
+from r2s2r.training.head import trunk_features
 
 
 def held_out_violations(model_dir: str | Path, manifest: dict[str, dict]) -> list[str]:
@@ -63,3 +69,50 @@ def family_metrics(
         else:
             out["families"][key.removeprefix("family:")] = result
     return out
+
+
+@torch.no_grad()
+def uncertainty_vs_error(model: WorldModel, episodes: list[dict[str, torch.Tensor]], bins: int = 5) -> dict:
+    """Does the head know where it is wrong? Each episode's logged actions are replayed by the state head
+    from its first frame (its proprio and object pose), and at every imagined frame the spread of the
+    ensemble members' object positions (m, the uncertainty) is set against the error of their mean (m).
+
+    Returns the frames scored, the Spearman correlation of spread and error, and `bins` equal-count bins of
+    spread with their mean spread and mean error (a head whose uncertainty rises where the data is thin
+    has errors that rise from bin to bin)."""
+    head = model.state_head
+    spread, error = [], []
+    for length, group in _by_length(episodes).items():
+        env = torch.stack([ep["observation.environment_state"].float() for ep in group])  # (B,T,E)
+        state = torch.stack([model.norm("state", ep["observation.state"][:1].float())[0] for ep in group])
+        feats = torch.stack([trunk_features(model, ep)[0] for ep in group])  # (B,F)
+        latent = head.encode_features(feats, state, model.norm("env", env[:, 0]))
+        chunks = torch.stack([model.norm_chunks(ep["action"].float()) for ep in group])  # (B,T-1,C)
+        for t in range(length - 1):
+            latent = head.step(latent, chunks[:, t])
+            members = model.unnorm("env", head.decode(latent)["env_state"])[..., :3]  # (B,M,3) metres
+            spread.append(members.std(1).norm(dim=-1))
+            error.append((members.mean(1) - env[:, t + 1, :3]).norm(dim=-1))
+    s, e = torch.cat(spread).numpy(), torch.cat(error).numpy()
+    edges = np.quantile(s, np.linspace(0, 1, bins + 1))
+    which = np.clip(np.searchsorted(edges, s, side="right") - 1, 0, bins - 1)
+    return {
+        "frames": int(s.size),
+        "spearman": spearman(s, e),
+        "bins": [
+            {
+                "spread_m": float(s[which == b].mean()),
+                "error_m": float(e[which == b].mean()),
+                "frames": int((which == b).sum()),
+            }
+            for b in range(bins)
+            if (which == b).any()
+        ],  # fmt: skip
+    }
+
+
+def _by_length(episodes: list[dict[str, torch.Tensor]]) -> dict[int, list[dict]]:
+    groups: dict[int, list[dict]] = {}
+    for ep in episodes:
+        groups.setdefault(len(ep["observation.state"]), []).append(ep)
+    return groups

@@ -163,7 +163,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
 
 
 @torch.no_grad()
-def _trunk_features(model: WorldModel, episode: dict[str, torch.Tensor]) -> torch.Tensor:
+def trunk_features(model: WorldModel, episode: dict[str, torch.Tensor]) -> torch.Tensor:
     """(T, V*4w) camera-trunk features of every frame of one episode; (T,0) for a head without cameras."""
     if not model.config.head.reads_cameras:
         return torch.zeros(len(episode["observation.state"]), 0)
@@ -235,7 +235,7 @@ def _episode_tensors(model: WorldModel, episodes: list[dict[str, torch.Tensor]])
         model.set_stats({key: {k: torch.as_tensor(v, dtype=torch.float32) for k, v in stats.items()}})
     rewards, successes = map(torch.stack, zip(*(_labels(ep, T) for ep in episodes), strict=True))
     return {
-        "feats": torch.stack([_trunk_features(model, ep)[:T] for ep in episodes]),
+        "feats": torch.stack([trunk_features(model, ep)[:T] for ep in episodes]),
         "states": torch.stack([model.norm("state", ep["observation.state"][:T].float()) for ep in episodes]),
         "chunks": torch.stack([model.norm_chunks(ep["action"][: T - 1].float()) for ep in episodes]),
         "envs": torch.stack(
@@ -311,7 +311,7 @@ def head_openloop(
     agree, imagined, real = [], [], []
     start = time.perf_counter()
     for ep in episodes:
-        feats = _trunk_features(model, ep)
+        feats = trunk_features(model, ep)
         latent = head.encode_features(
             feats[:1],
             model.norm("state", ep["observation.state"][:1].float()),
