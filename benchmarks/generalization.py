@@ -23,9 +23,13 @@ Stages (each resumes):
   5. does the head know where it is wrong: the logs' actions replayed by the state head, object-position
      error against the ensemble's spread (`uncertainty_vs_error`); benchmarks/results/generalization.json.
 
-Prerequisites: the ACT runs (the `act_b`/`act_c` lines of `benchmarks/held_out_act.sh`).
+`--families scripted` ranks the tuning set instead (rank.py's demonstrator presets): the family the head's
+options are chosen on, reported as such and never as held out.
+
+Prerequisites: the ACT runs (`bash benchmarks/held_out_act.sh`).
 Usage:
     python benchmarks/generalization.py --world_models assets/world_model_blind,outputs/coverage/head
+    python benchmarks/generalization.py --families scripted --world_models ... --out /tmp/tuning.json
 """
 
 from __future__ import annotations
@@ -35,11 +39,13 @@ import importlib
 import json
 import sys
 import time
+import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's GL)
 from common import machine_info, print_table, write_json  # noqa: E402
+from rank import DEMONSTRATOR, SCRIPTED  # noqa: E402
 
 # isort: split
 from r2s2r.data.recorder import RecordConfig, evaluate, record  # noqa: E402
@@ -66,10 +72,16 @@ KEPT_OUT_OF = {
 
 
 def held_out_zoo(families: tuple[str, ...]) -> dict[str, dict]:
-    """name -> {path, kwargs, family}: every named setting of the scripted families, every ACT checkpoint."""
+    """name -> {path, kwargs, family}: every named setting of the scripted families, every ACT checkpoint;
+    `scripted` is the tuning set instead (rank.py's demonstrator presets), never a held-out family."""
     zoo = {}
     for family in families:
-        if family in SCRIPTED_FAMILIES:
+        if family == "scripted":
+            zoo |= {
+                f"scripted_{n}": {"path": DEMONSTRATOR, "kwargs": kw, "family": family}
+                for n, kw in SCRIPTED.items()
+            }
+        elif family in SCRIPTED_FAMILIES:
             settings = importlib.import_module(f"families.{family}").FAMILY_SETTINGS
             for name, kwargs in settings.items():
                 zoo[f"{family}_{name}"] = {
@@ -87,35 +99,43 @@ def held_out_zoo(families: tuple[str, ...]) -> dict[str, dict]:
     return zoo
 
 
+def seed_of(name: str, run: int) -> int:
+    """A policy's episode seed in real run `run` (1: the logs, 2: the noise floor's run), from its name only,
+    so logs recorded for one selection of families resume for another."""
+    return 10_000 * run + zlib.crc32(name.encode()) % 10_000
+
+
 def record_logs(zoo: dict, out: Path, per_split: int, workers: int) -> None:
-    """Each policy's logs: per_split ID + per_split OOD state-only episodes (seed 9000 + its index)."""
-    for i, (name, spec) in enumerate(zoo.items()):
+    """Each policy's logs: per_split ID + per_split OOD state-only episodes (seed `seed_of(name, 1)`)."""
+    for name, spec in zoo.items():
         summary = record(RecordConfig(
-            root=str(out / "logs" / name), num_episodes=2 * per_split, distribution="mixed", seed=9000 + i,
-            workers=workers, world=WorldConfig(num_envs=10, cameras=()),
+            root=str(out / "logs" / name), num_episodes=2 * per_split, distribution="mixed",
+            seed=seed_of(name, 1), workers=workers, world=WorldConfig(num_envs=10, cameras=()),
             policy=PolicyConfig(path=spec["path"], kwargs=spec["kwargs"]),
         ))  # fmt: skip
         print(f"logs {name}: {summary.successes}/{summary.num_episodes} succeeded", flush=True)
 
 
 def second_run(zoo: dict, out: Path, per_split: int, workers: int) -> dict[str, dict]:
-    """Real rates per split of an independent run of every policy (seed 9500 + index), cached in out/."""
+    """Real rates per split of an independent run of every policy (seed `seed_of(name, 2)`), cached in
+    out/second_run.json."""
     path = out / "second_run.json"
     cached = json.loads(path.read_text()) if path.is_file() else {}
-    key = json.loads(json.dumps({"zoo": zoo, "per_split": per_split}))
-    rates = cached.get("rates", {}) if cached.get("key") == key else {}
-    for i, (name, spec) in enumerate(zoo.items()):
-        if name in rates:
+    rates = cached.get("rates", {}) if cached.get("per_split") == per_split else {}
+    for name, spec in zoo.items():
+        if name in rates and cached["specs"].get(name) == spec:
             continue
         labels = evaluate(RecordConfig(
-            num_episodes=2 * per_split, distribution="mixed", seed=9500 + i, workers=workers,
+            num_episodes=2 * per_split, distribution="mixed", seed=seed_of(name, 2), workers=workers,
             world=WorldConfig(num_envs=10, cameras=()),
             policy=PolicyConfig(path=spec["path"], kwargs=spec["kwargs"]),
         ))  # fmt: skip
         rows = [{"split": e["distribution"], "real_success": e["success"]} for e in labels]
         rates[name] = success_rates(rows, "real_success")
-        path.write_text(json.dumps({"key": key, "rates": rates}))
-    return rates
+        specs = {**cached.get("specs", {}), name: spec}
+        cached = {"per_split": per_split, "specs": specs, "rates": rates}
+        path.write_text(json.dumps(cached))
+    return {name: rates[name] for name in zoo}
 
 
 def _pair(policy: dict, split: str) -> str:
@@ -176,8 +196,9 @@ def main() -> None:
     real_s = time.perf_counter() - start
 
     models = {}
+    held_out = {n: spec for n, spec in zoo.items() if spec["family"] != "scripted"}
     for model_dir in args.world_models.split(","):
-        seen = held_out_violations(model_dir, zoo)
+        seen = held_out_violations(model_dir, held_out)
         if seen and not args.allow_seen:
             raise SystemExit("not held out:\n  " + "\n  ".join(seen) + "\n(--allow_seen ranks them anyway)")
         label = Path(model_dir).name
@@ -215,7 +236,7 @@ def main() -> None:
         }  # fmt: skip
     write_json(Path(args.out), {
         "machine": machine_info(), "settings": vars(args), "real_runs_s": real_s, "zoo": zoo,
-        "kept_out_of": {f: KEPT_OUT_OF[f] for f in args.families.split(",")},
+        "kept_out_of": {f: KEPT_OUT_OF.get(f, "nothing: the tuning set") for f in args.families.split(",")},
         "tuning_set": "benchmarks/rank.py --state_only's zoo (scripted demonstrator presets, ACT run A)",
         "models": models,
         "targets": {"spearman": 0.9, "calibration_mae_points": 10, "calibration_slope": [0.8, 1.2]},
