@@ -28,6 +28,7 @@ from r2s2r.data.commit import episode_labels
 from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
 from r2s2r.eval.metrics import psnr, ssim
 from r2s2r.eval.video import write_side_by_side_views
+from r2s2r.files import atomic_write_text
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.rollout.replay import imagine_episodes
 
@@ -142,7 +143,7 @@ def evaluate_openloop(cfg: OpenLoopConfig) -> dict:
         "summary": summary,
         "episodes": per_episode,
     }
-    (out / "results.json").write_text(json.dumps(payload, indent=1))
+    atomic_write_text(out / "results.json", json.dumps(payload, indent=1))
     return payload
 
 

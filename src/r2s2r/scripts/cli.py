@@ -73,10 +73,8 @@ def failure_message(e: BaseException, argv: list[str] = ()) -> str | None:
         if e.__cause__ is not None and (own := failure_message(e.__cause__)) is not None:
             return own
         if isinstance(e, DecodingError) and e.key_path:
-            flag = "--" + ".".join(e.key_path)
-            return (
-                f"{flag}: {e.message[:1].lower()}{e.message[1:]}; give it a value of its type (see --help)."
-            )
+            flag, what = "--" + ".".join(e.key_path), e.message.strip().splitlines()[0].rstrip(".")
+            return f"{flag}: {what[:1].lower()}{what[1:]}; give it a value of its type (see --help)."
         return None if e.__cause__ is not None else one_line(str(e))
     if isinstance(e, yaml.YAMLError):  # draccus reads every flag value as YAML
         problem = getattr(e, "problem", None) or one_line(str(e))

@@ -123,7 +123,7 @@ def _save_checkpoint(root: Path, tmp: Path, step: int, model, optimizer, schedul
 def read_training_state(directory: Path) -> dict:
     """`training_state/state.json` of checkpoint `directory`: step, optimizer and scheduler state, the run's
     settings (`run`, absent in checkpoints written before 2026-12-04)."""
-    path = Path(directory) / "training_state" / "state.json"
+    path = Path(directory).resolve() / "training_state" / "state.json"
     if not path.is_file():
         raise FileNotFoundError(
             f"{directory} holds no training state (training_state/state.json); point --resume at a "
