@@ -12,7 +12,8 @@
 3. runs PPO in `ImaginedEnv` (thousands of imagined episodes, never a reference-world step), in rounds of
    `iterations` PPO updates; the first `warmup_rounds` train the critic only, so that a good starting actor
    is not pushed around by a critic that knows nothing yet;
-4. after every round: saves the PPO state (weights, optimizer, step count) atomically, exports the actor as
+4. after every round: saves the PPO state (weights, optimizer, step count) atomically as safetensors + JSON
+   (`ppo/`: no pickle; a run begun before that resumes from its `ppo.zip`), exports the actor as
    a policy directory (`rl/policy.py`), and appends a progress row: imagined return, imagined success,
    share of episodes that left the support, frames with physics violations; every `eval_every` rounds, and
    after the last, the exported policy plays `eval_episodes` reference-world episodes (held-out initial

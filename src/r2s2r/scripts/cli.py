@@ -85,7 +85,11 @@ def failure_message(e: BaseException, argv: list[str] = ()) -> str | None:
             "--policy.kwargs='{skill: noisy}' or --world.cameras='[top, left_wrist]'."
         )
     if isinstance(e, FileNotFoundError):
-        return one_line(str(e)) if e.filename is None else f"{e.filename}: no such file or folder."
+        return (
+            one_line(str(e))
+            if e.filename is None
+            else f"{e.filename}: no such file or folder; check the path."
+        )
     if isinstance(e, ValueError) and raised_by_r2s2r(e):
         return one_line(str(e))
     if is_disk_full(e):
