@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -48,7 +49,7 @@ def leftovers(*roots: Path) -> list[str]:
             name = p.name
             if (
                 (name.startswith(".") and (name.endswith(".tmp") or ".tmp." in name or name.endswith(".old")))
-                or (p.is_dir() and name.startswith("tmp") and p.parent == root)
+                or (p.is_dir() and re.fullmatch(r"tmp[A-Za-z0-9_]{8}", name))  # tempfile.mkdtemp's
                 or name.endswith(".partial")
             ):
                 found.append(str(p.relative_to(root)))

@@ -38,8 +38,8 @@ def _no_destructor_complaints():
 
 
 def _encoder_on_a_full_disk(monkeypatch):
-    """LeRobot's video encoder (run in its worker processes) writes half an MP4 into its temporary folder
-    under the dataset, then the disk is full."""
+    """LeRobot's video encoder writes half an MP4 into its temporary folder under the dataset, then the disk
+    is full. (LeRobot encodes in worker processes, which see this patch because Linux forks them.)"""
     import lerobot.datasets.lerobot_dataset as lerobot_dataset
 
     def encode(imgs_dir, video_path, *args, **kwargs):
