@@ -12,7 +12,7 @@
 # Usage: bash benchmarks/coverage.sh      (re-running resumes every recording and skips finished heads)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export HF_HUB_OFFLINE=1 MUJOCO_GL=${MUJOCO_GL:-egl}
+export HF_HUB_OFFLINE=1 MUJOCO_GL=${MUJOCO_GL:-egl} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # one torch thread: 2 spin-wait on a shared 2-core machine
 BIN=${BIN:-.venv/bin}
 D=outputs/coverage
 STEPS=${HEAD_STEPS:-8000}
