@@ -189,7 +189,9 @@ def main() -> None:
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     zoo = held_out_zoo(tuple(args.families.split(",")))
-    (out / "zoo.json").write_text(json.dumps(zoo, indent=1))
+    selection = args.families.replace(",", "+")  # runs of other families share the logs in out/
+    manifest = out / f"zoo_{selection}.json"
+    manifest.write_text(json.dumps(zoo, indent=1))
     start = time.perf_counter()
     record_logs(zoo, out, args.per_split, args.workers)
     floor = second_run(zoo, out, args.per_split, args.workers)
@@ -204,9 +206,9 @@ def main() -> None:
         label = Path(model_dir).name
         tic = time.perf_counter()
         payload = rank(RankConfig(
-            checkpoint=model_dir, logs_dir=str(out / "logs"), policies=str(out / "zoo.json"),
+            checkpoint=model_dir, logs_dir=str(out / "logs"), policies=str(manifest),
             samples_per_start=args.samples, render=False, batch_size=20, workers=args.workers,
-            output_dir=str(out / "rank" / label), videos=0, seed=args.seed,
+            output_dir=str(out / "rank" / selection / label), videos=0, seed=args.seed,
         ))  # fmt: skip
         seconds = time.perf_counter() - tic
         result = family_metrics(payload["policies"], floor)
