@@ -117,13 +117,14 @@ def record_logs(zoo: dict, out: Path, per_split: int, workers: int) -> None:
 
 
 def second_run(zoo: dict, out: Path, per_split: int, workers: int) -> dict[str, dict]:
-    """Real rates per split of an independent run of every policy (seed `seed_of(name, 2)`), cached in
-    out/second_run.json."""
-    path = out / "second_run.json"
-    cached = json.loads(path.read_text()) if path.is_file() else {}
-    rates = cached.get("rates", {}) if cached.get("per_split") == per_split else {}
+    """Real rates per split of an independent run of every policy (seed `seed_of(name, 2)`), each cached in
+    out/second_run/<name>.json with the spec and episode count it was made with."""
+    rates = {}
     for name, spec in zoo.items():
-        if name in rates and cached["specs"].get(name) == spec:
+        path = out / "second_run" / f"{name}.json"
+        cached = json.loads(path.read_text()) if path.is_file() else {}
+        if cached.get("spec") == spec and cached.get("per_split") == per_split:
+            rates[name] = cached["rates"]
             continue
         labels = evaluate(RecordConfig(
             num_episodes=2 * per_split, distribution="mixed", seed=seed_of(name, 2), workers=workers,
@@ -132,10 +133,20 @@ def second_run(zoo: dict, out: Path, per_split: int, workers: int) -> dict[str, 
         ))  # fmt: skip
         rows = [{"split": e["distribution"], "real_success": e["success"]} for e in labels]
         rates[name] = success_rates(rows, "real_success")
-        specs = {**cached.get("specs", {}), name: spec}
-        cached = {"per_split": per_split, "specs": specs, "rates": rates}
-        path.write_text(json.dumps(cached))
-    return {name: rates[name] for name in zoo}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"spec": spec, "per_split": per_split, "rates": rates[name]}))
+    return rates
+
+
+def selection_logs(zoo: dict, out: Path, selection: str) -> Path:
+    """A folder of links to the logs of this selection's policies only: what `rank` ranks."""
+    folder = out / "selections" / selection
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in zoo:
+        link = folder / name
+        if not link.is_symlink():
+            link.symlink_to((out / "logs" / name).resolve(), target_is_directory=True)
+    return folder
 
 
 def _pair(policy: dict, split: str) -> str:
@@ -195,6 +206,7 @@ def main() -> None:
     start = time.perf_counter()
     record_logs(zoo, out, args.per_split, args.workers)
     floor = second_run(zoo, out, args.per_split, args.workers)
+    logs = selection_logs(zoo, out, selection)
     real_s = time.perf_counter() - start
 
     models = {}
@@ -206,7 +218,7 @@ def main() -> None:
         label = Path(model_dir).name
         tic = time.perf_counter()
         payload = rank(RankConfig(
-            checkpoint=model_dir, logs_dir=str(out / "logs"), policies=str(manifest),
+            checkpoint=model_dir, logs_dir=str(logs), policies=str(manifest),
             samples_per_start=args.samples, render=False, batch_size=20, workers=args.workers,
             output_dir=str(out / "rank" / selection / label), videos=0, seed=args.seed,
         ))  # fmt: skip
