@@ -219,7 +219,7 @@ def main() -> None:
         tic = time.perf_counter()
         payload = rank(RankConfig(
             checkpoint=model_dir, logs_dir=str(logs), policies=str(manifest),
-            samples_per_start=args.samples, render=False, batch_size=20, workers=args.workers,
+            samples_per_start=args.samples, render=False, batch_size=100, workers=args.workers,
             output_dir=str(out / "rank" / selection / label), videos=0, seed=args.seed,
         ))  # fmt: skip
         seconds = time.perf_counter() - tic

@@ -98,6 +98,25 @@ def test_resume_adds_only_missing_episodes(tmp_path):
     np.testing.assert_array_equal(onego["action"], after["action"])
 
 
+def test_appending_batches_reads_no_recorded_frames(tmp_path, monkeypatch):
+    """Each batch reopens the dataset to append to it; that must neither load the frames already written
+    nor leave copies of its tables in the `datasets` cache, or a long recording costs time and disk
+    quadratic in its length. Reading the dataset does fill the cache."""
+    import datasets
+
+    cache = tmp_path / "hf_cache"
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(cache))
+    root = tmp_path / "long"
+    summary = record(
+        tiny_record_config(root, num_episodes=6, num_envs=2, policy_path="helpers.policies:make_reach")
+    )
+    assert summary.num_episodes == 6  # three batches, the second and third appended to the first
+    assert not list(cache.rglob("*.arrow"))
+    ds, table = _columns(root)
+    assert ds.num_episodes == 6 and np.array_equal(np.unique(table["index"]), np.arange(6 * EPISODE_LENGTH))
+    assert list(cache.rglob("*.arrow"))  # the check above could fail: a reader does fill the cache
+
+
 def test_resume_with_other_settings_is_refused(tmp_path):
     root = tmp_path / "ds"
     record(tiny_record_config(root, num_episodes=2, policy_path="helpers.policies:make_reach"))

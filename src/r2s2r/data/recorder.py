@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -129,11 +130,44 @@ def dataset_features(spec: EmbodimentSpec, world: WorldConfig) -> dict:
     return features
 
 
+@contextlib.contextmanager
+def _batch_datasets_cache():
+    """A `datasets` cache of this batch's own, removed after it. Opening a dataset copies its episode
+    table into the `datasets` cache, a new copy whenever the files changed, that is after every batch: in
+    the shared cache a long recording left gigabytes behind."""
+    import datasets
+
+    cache, before = tempfile.mkdtemp(prefix="r2s2r-batch-cache-"), datasets.config.HF_DATASETS_CACHE
+    datasets.config.HF_DATASETS_CACHE = cache
+    try:
+        yield
+    finally:
+        datasets.config.HF_DATASETS_CACHE = before
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _without_reading_frames(dataset_class):
+    """Open a LeRobot dataset for appending without loading its frames. LeRobot reads every frame of a
+    dataset it opens (and copies them into the `datasets` cache, a new copy each time the files changed);
+    a writer that only appends never reads them, and reopening a growing recording batch after batch cost
+    time and disk quadratic in its length (a 5,000-episode recording left 70 GB of cache). The frames table
+    starts empty instead, as it does for a dataset LeRobot creates."""
+    load, check = dataset_class.load_hf_dataset, dataset_class._check_cached_episodes_sufficient
+    dataset_class.load_hf_dataset = dataset_class.create_hf_dataset
+    dataset_class._check_cached_episodes_sufficient = lambda self: True
+    try:
+        yield
+    finally:
+        dataset_class.load_hf_dataset, dataset_class._check_cached_episodes_sufficient = load, check
+
+
 def _open_dataset(cfg: RecordConfig, root: Path, spec: EmbodimentSpec, fps: int):
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     if (root / "meta" / "info.json").is_file():
-        return LeRobotDataset(cfg.repo_id, root=root, vcodec=cfg.vcodec)
+        with _without_reading_frames(LeRobotDataset):
+            return LeRobotDataset(cfg.repo_id, root=root, vcodec=cfg.vcodec)
     return LeRobotDataset.create(
         cfg.repo_id, fps=fps, features=dataset_features(spec, cfg.world), root=root,
         robot_type=spec.name, use_videos=True, vcodec=cfg.vcodec,
@@ -193,8 +227,9 @@ def _commit_batch(
     """
     dataset = None
     try:
-        dataset = _open_dataset(cfg, target, spec, spec.control_hz)
-        _write_batch(dataset, frames, TASK_TEXT[cfg.world.task])
+        with _batch_datasets_cache():
+            dataset = _open_dataset(cfg, target, spec, spec.control_hz)
+            _write_batch(dataset, frames, TASK_TEXT[cfg.world.task])
         write_commit(target, {"config": cfg.resume_key(spec.control_hz), "episodes": episodes})
     except BaseException as e:
         _abandon_writers(dataset)

@@ -93,7 +93,8 @@ def failure_message(e: BaseException, argv: list[str] = ()) -> str | None:
     if isinstance(e, ValueError) and raised_by_r2s2r(e):
         return one_line(str(e))
     if is_disk_full(e):
-        where = f"writing {e.filename}" if e.filename else e.strerror
+        filename = getattr(e, "filename", None)  # an OSError's; a library's wrapper of one has none
+        where = f"writing {filename}" if filename else "no space left on the device"
         return f"the disk is full ({where}); free space or write elsewhere, then re-run."
     return None
 
