@@ -220,7 +220,7 @@ def main() -> None:
         payload = rank(RankConfig(
             checkpoint=model_dir, logs_dir=str(logs), policies=str(manifest),
             samples_per_start=args.samples, render=False, batch_size=100, workers=args.workers,
-            output_dir=str(out / "rank" / selection / label), videos=0, seed=args.seed,
+            output_dir=str(out / "rank" / label), videos=0, seed=args.seed,
         ))  # fmt: skip
         seconds = time.perf_counter() - tic
         result = family_metrics(payload["policies"], floor)
