@@ -6,7 +6,8 @@
 # (still mode, holds, arm targets). Nothing else enters its data: no zoo policy, no held-out family.
 #   - recording: four datasets of 5,000 (seeds 1000-1003), two at a time, ~0.25 s of physics an episode;
 #     plus 200 held-out coverage episodes (seed 1100) for the refinement's before/after figures;
-#   - refinement: --head.steps steps each (HEAD_STEPS, default 8,000), about 40 minutes on 2 cores.
+#   - refinement: --head.steps steps each (HEAD_STEPS, default 8,000), both heads at once, about 45 minutes
+#     on 2 cores.
 # The rules are chosen on the tuning set (generalization.py --families scripted), and both heads are
 # reported on the held-out families (benchmarks/generalization.py, benchmarks/response_curves.py).
 # Usage: bash benchmarks/coverage.sh      (re-running resumes every recording and skips finished heads)
@@ -33,7 +34,7 @@ refine() {  # refine <name> [flags]
   $BIN/r2s2r-refine-head --checkpoint=assets/world_model_small --cameras=false --data="$DATA" \
     --heldout=$D/heldout --head.steps=$STEPS --head.seed=0 --output_dir=$out "$@"
 }
-refine plain
+refine plain &  # the two heads train side by side, one core (one torch thread) each
 if [ ! -f $D/head_rules/refine.json ]; then
   refine rules --still_mode=true --holds=true
   # The arms end each imagined frame at their commanded target (no weights): switched on after refining,
@@ -41,3 +42,4 @@ if [ ! -f $D/head_rules/refine.json ]; then
   $BIN/python -c 'import sys; from r2s2r.model.configuration_world_model import WorldModelConfig as C
 c = C.load(sys.argv[1]); c.head.arm_targets = True; c.save(sys.argv[1])' $D/head_rules
 fi
+wait
