@@ -188,12 +188,17 @@ def main() -> None:
     )
     parser.add_argument("--families", default="waypoint,jointspace,act_b,act_c")
     parser.add_argument("--per_split", type=int, default=50, help="logged ID (and OOD) episodes per policy")
-    parser.add_argument("--samples", type=int, default=8, help="imagined episodes per logged start")
+    parser.add_argument("--samples", type=int, default=4, help="imagined episodes per logged start")
     parser.add_argument("--output_dir", default="outputs/bench/generalization")
-    parser.add_argument("--workers", type=int, default=2, help="recording processes and Ray workers")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="recording processes and Ray workers (0: here)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="imagination noise")
     parser.add_argument(
         "--allow_seen", action="store_true", help="rank even where a family made training data"
+    )
+    parser.add_argument(
+        "--uncertainty_episodes", type=int, default=10, help="logged episodes per policy replayed"
     )
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "generalization.json"))
     args = parser.parse_args()
