@@ -109,7 +109,7 @@ def record_logs(zoo: dict, out: Path, per_split: int, workers: int) -> None:
     """Each policy's logs: per_split ID + per_split OOD state-only episodes (seed `seed_of(name, 1)`)."""
     for name, spec in zoo.items():
         summary = record(RecordConfig(
-            root=str(out / "logs" / name), num_episodes=2 * per_split, distribution="mixed",
+            root=str(out / "logs" / spec["family"] / name), num_episodes=2 * per_split, distribution="mixed",
             seed=seed_of(name, 1), workers=workers, world=WorldConfig(num_envs=10, cameras=()),
             policy=PolicyConfig(path=spec["path"], kwargs=spec["kwargs"]),
         ))  # fmt: skip
@@ -138,15 +138,24 @@ def second_run(zoo: dict, out: Path, per_split: int, workers: int) -> dict[str, 
     return rates
 
 
-def selection_logs(zoo: dict, out: Path, selection: str) -> Path:
-    """A folder of links to the logs of this selection's policies only: what `rank` ranks."""
-    folder = out / "selections" / selection
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in zoo:
-        link = folder / name
-        if not link.is_symlink():
-            link.symlink_to((out / "logs" / name).resolve(), target_is_directory=True)
-    return folder
+def ranked_families(zoo: dict, out: Path, model_dir: str, args) -> tuple[list[dict], list[dict]]:
+    """`r2s2r-rank` of each family's logs (out/logs/<family>/) in one model; its ranked policies and its
+    failures, all families together. Imagined results stay per model and policy, so a later run with other
+    families reuses them."""
+    label, ranked, failed = Path(model_dir).name, [], []
+    for family in sorted({spec["family"] for spec in zoo.values()}):
+        members = {n: spec for n, spec in zoo.items() if spec["family"] == family}
+        manifest = out / "zoo" / f"{family}.json"
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        manifest.write_text(json.dumps(members, indent=1))
+        payload = rank(RankConfig(
+            checkpoint=model_dir, logs_dir=str(out / "logs" / family), policies=str(manifest),
+            samples_per_start=args.samples, render=False, batch_size=100, workers=args.workers,
+            output_dir=str(out / "rank" / label / family), videos=0, seed=args.seed,
+        ))  # fmt: skip
+        ranked += payload["policies"]
+        failed += payload["failed"]
+    return ranked, failed
 
 
 def _pair(policy: dict, split: str) -> str:
@@ -205,13 +214,10 @@ def main() -> None:
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     zoo = held_out_zoo(tuple(args.families.split(",")))
-    selection = args.families.replace(",", "+")  # runs of other families share the logs in out/
-    manifest = out / f"zoo_{selection}.json"
-    manifest.write_text(json.dumps(zoo, indent=1))
+    (out / "zoo.json").write_text(json.dumps(zoo, indent=1))
     start = time.perf_counter()
     record_logs(zoo, out, args.per_split, args.workers)
     floor = second_run(zoo, out, args.per_split, args.workers)
-    logs = selection_logs(zoo, out, selection)
     real_s = time.perf_counter() - start
 
     models = {}
@@ -222,26 +228,23 @@ def main() -> None:
             raise SystemExit("not held out:\n  " + "\n  ".join(seen) + "\n(--allow_seen ranks them anyway)")
         label = Path(model_dir).name
         tic = time.perf_counter()
-        payload = rank(RankConfig(
-            checkpoint=model_dir, logs_dir=str(logs), policies=str(manifest),
-            samples_per_start=args.samples, render=False, batch_size=100, workers=args.workers,
-            output_dir=str(out / "rank" / label), videos=0, seed=args.seed,
-        ))  # fmt: skip
+        ranked, failed = ranked_families(zoo, out, model_dir, args)
         seconds = time.perf_counter() - tic
-        result = family_metrics(payload["policies"], floor)
-        ranked = payload["policies"]
+        result = family_metrics(ranked, floor)
         rows = [[p["name"], p["family"], *(_pair(p, s) for s in ("all", "id", "ood"))] for p in ranked]
         print_table(f"{label}: real / imagined success (%)", ["policy", "family", "all", "ID", "OOD"], rows)
         print_table(
             f"{label}: held-out ranking (in brackets: a second real run, the noise floor)",
             ["group", "split", *GETTERS], metric_rows(result),
         )  # fmt: skip
-        episodes = sum(p["imagined"]["all"]["trials"] for p in payload["policies"])
+        episodes = sum(p["imagined"]["all"]["trials"] for p in ranked)
         model = WorldModel.from_pretrained(model_dir)
         logged = [
             ep
             for name in zoo
-            for ep in read_episodes(str(out / "logs" / name), model, args.uncertainty_episodes)
+            for ep in read_episodes(
+                str(out / "logs" / zoo[name]["family"] / name), model, args.uncertainty_episodes
+            )
         ]
         calibration = uncertainty_vs_error(model, logged)
         print(f"{label}: object-position error by ensemble spread (quintiles): " + ", ".join(
@@ -249,7 +252,7 @@ def main() -> None:
         ) + f"; Spearman {calibration['spearman']:.2f}")  # fmt: skip
         models[label] = {
             "checkpoint": model_dir, "not_held_out": seen, "seconds": seconds,
-            "imagined_episodes": episodes, "failed": payload["failed"], **result,
+            "imagined_episodes": episodes, "failed": failed, **result,
             "uncertainty_vs_error": calibration,
             "policies": [{k: p[k] for k in ("name", "family", "real", "imagined")} for p in ranked],
         }  # fmt: skip

@@ -33,11 +33,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's GL)
 from common import machine_info, print_table, write_json  # noqa: E402
-from generalization import record_logs  # noqa: E402
+from generalization import ranked_families, record_logs  # noqa: E402
 
 # isort: split
 from r2s2r.eval.generalization import held_out_violations  # noqa: E402
-from r2s2r.eval.rank import RankConfig, rank  # noqa: E402
 from r2s2r.eval.report import response_curve_figure, write_report  # noqa: E402
 
 BASE = "families.waypoint:make_policy"
@@ -63,9 +62,9 @@ def zoo(axes: list[str]) -> dict[str, dict]:
     return out
 
 
-def curves(payload: dict, policies: dict) -> dict[str, list[dict]]:
+def curves(ranked: list[dict], policies: dict) -> dict[str, list[dict]]:
     """axis -> [{value, real: {split: rate}, imagined: {split: rate}}] in the axis's order."""
-    ranked = {p["name"]: p for p in payload["policies"]}
+    ranked = {p["name"]: p for p in ranked}
     out: dict[str, list[dict]] = {}
     for name, spec in policies.items():
         if name not in ranked:
@@ -121,15 +120,12 @@ def main() -> None:
             raise SystemExit("not held out:\n  " + "\n  ".join(seen))
         label = Path(model_dir).name
         tic = time.perf_counter()
-        payload = rank(RankConfig(
-            checkpoint=model_dir, logs_dir=str(out / "logs"), policies=str(out / "zoo.json"),
-            samples_per_start=args.samples, render=False, batch_size=50, workers=args.workers,
-            output_dir=str(out / "rank" / label), videos=0, seed=args.seed, report=False,
-        ))  # fmt: skip
-        curve_set = curves(payload, policies)
-        payload["response_curves"] = curve_set
-        rank_json = out / "rank" / label / "rank.json"
-        rank_json.write_text(json.dumps(payload, indent=1))
+        ranked, failed = ranked_families(policies, out, model_dir, args)
+        curve_set = curves(ranked, policies)
+        rank_json = out / "rank" / label / "rank.json"  # every axis's policies, for one report
+        rank_json.write_text(json.dumps({
+            "checkpoint": model_dir, "policies": ranked, "failed": failed, "response_curves": curve_set,
+        }, indent=1))  # fmt: skip
         write_report(rank_json)
         figures = Path(args.figures)
         figures.mkdir(parents=True, exist_ok=True)
