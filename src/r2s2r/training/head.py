@@ -22,6 +22,10 @@ succeeded).
 model's own, and any policy rollouts worth adding) and writes a new world model; with `upgrade` it first
 gives a checkpoint made before the current head that head (`upgrade_head`), which refinement then trains.
 
+It keeps a resume state (head weights, Adam, schedule, the windows' generator, the step and the loss log)
+in `<output_dir>.partial/` every `save_every` steps, so that a killed run started again with the same
+flags continues where it stopped, to the same weights bit for bit; the finished run removes it.
+
 The object pose's normalization is re-taken from the refinement episodes, robustly (median and 1-99 %
 range, as `WorldModel.set_stats`): only the head reads or predicts object poses, and it is retrained here.
 """
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,15 +42,18 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
 from r2s2r.data.provenance import dataset_provenance, read_provenance, write_provenance
 from r2s2r.data.reader import ClipConfig, ClipDataset, feature_stats, match_frame_rate
-from r2s2r.files import atomic_write_text
+from r2s2r.errors import SettingsChangedError
+from r2s2r.files import atomic_write_text, load_safetensors, read_json, staged_directory
 from r2s2r.model.configuration_world_model import StateHeadConfig
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.model.state_head import pose_error
 from r2s2r.robots.spec import robot_spec
+from r2s2r.training.checkpoint import flatten_optimizer, unflatten_optimizer
 
 
 @dataclass
@@ -58,6 +66,11 @@ class HeadTrainConfig:
     lr: float = 1e-3  # Adam, cosine-decayed to 0
     bootstrap: float = 0.8  # share of the windows each ensemble member trains on
     seed: int = 0  # sets the windows drawn and, where the head is rebuilt (upgraded), its initial weights
+    save_every: int = 500  # steps between resume states (`<output_dir>.partial/`), what a killed run keeps
+
+    def __post_init__(self) -> None:
+        if self.save_every < 1:
+            raise ValueError(f"head.save_every={self.save_every} must be >= 1; pass --head.save_every=500.")
 
 
 @dataclass
@@ -131,7 +144,10 @@ def upgrade_head(model: WorldModel, seed: int = 0, **head: object) -> WorldModel
 
 
 def refine_checkpoint(cfg: RefineConfig) -> dict:
-    """Load, (upgrade,) refine, save to `output_dir` (atomically, with refine.json); the figures."""
+    """Load, (upgrade,) refine, save to `output_dir` (atomically, with refine.json); the figures. A resume
+    state in `partial_dir(output_dir)` is continued from (other settings are refused before any work)."""
+    settings, partial = refine_settings(cfg), partial_dir(cfg.output_dir)
+    check_refine_state(partial, settings)
     model = WorldModel.from_pretrained(cfg.checkpoint)
     if cfg.upgrade or cfg.pose_modes:
         fields_ = {
@@ -147,7 +163,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
     if heldout:
         figures["before"] = head_openloop(model, heldout)
     start = time.perf_counter()
-    log = refine_head(model, episodes, cfg.head)
+    log = refine_head(model, episodes, cfg.head, partial, settings)
     figures["refine_seconds"] = round(time.perf_counter() - start, 1)
     figures["final_loss"] = log[-1]["loss"]
     if heldout:
@@ -159,7 +175,83 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
     provenance = read_provenance(cfg.checkpoint) + [dataset_provenance(r, "refine_head") for r in cfg.data]
     write_provenance(out, provenance)
     atomic_write_text(out / "refine.json", json.dumps(figures, indent=1))
+    shutil.rmtree(partial, ignore_errors=True)
     return figures
+
+
+def partial_dir(output_dir: str | Path) -> Path:
+    """Where a refinement into `output_dir` keeps its resume state until the refined model is saved: beside
+    it, so that `output_dir` only ever holds a finished world model."""
+    out = Path(output_dir).resolve()
+    return out.with_name(f"{out.name}.partial")
+
+
+def head_settings(cfg: HeadTrainConfig) -> dict:
+    """The fields of `cfg` that decide the refined weights (all but `save_every`), keyed by flag."""
+    return {f"head.{k}": v for k, v in dataclasses.asdict(cfg).items() if k != "save_every"}
+
+
+def refine_settings(cfg: RefineConfig) -> dict:
+    """What decides a refinement's weights, keyed by flag (paths made absolute), as JSON values: a resumed
+    run must ask for the same."""
+    flags = ("max_episodes", "upgrade", "pose_modes", "kinematics", "arm_targets", "still_mode", "holds")
+    settings = {
+        "checkpoint": str(Path(cfg.checkpoint).resolve()),
+        "data": [str(Path(root).resolve()) for root in cfg.data],
+        **{name: getattr(cfg, name) for name in (*flags, "cameras")},
+        **head_settings(cfg.head),
+    }
+    return json.loads(json.dumps(settings))
+
+
+def check_refine_state(directory: Path, settings: dict) -> dict | None:
+    """The resume state in `directory` (its state.json), None where there is none. One made with other
+    `settings` is refused with a `SettingsChangedError` naming each changed flag and the fix."""
+    if not (directory / "state.json").is_file():
+        return None
+    state = read_json(directory / "state.json", f"delete {directory} to start the refinement over.")
+    saved = state.get("settings", {})
+    changes = [
+        f"--{k} was {saved.get(k)!r}, now {settings.get(k)!r}"
+        for k in sorted(saved.keys() | settings.keys())
+        if saved.get(k) != settings.get(k)
+    ]
+    if changes:
+        raise SettingsChangedError(
+            f"{directory} holds a refinement started with other settings ({'; '.join(changes)}); re-run "
+            f"with the flags it was started with, or delete {directory} (or pick another --output_dir) to "
+            "start over."
+        )
+    return state
+
+
+def save_refine_state(
+    directory: Path, step: int, params: dict, optimizer, schedule, gen, log, settings
+) -> None:
+    """Write the resume state after `step` steps into `directory`, whole or not at all (`staged_directory`):
+    the trained weights `params`, Adam's and the schedule's state, the generator, the loss log and the
+    `settings` it was made with; safetensors and JSON, no pickles."""
+    tensors, meta = flatten_optimizer(optimizer.state_dict())
+    state = dict(step=step, log=log, optimizer=meta, scheduler=schedule.state_dict(), settings=settings)
+    with staged_directory(directory) as tmp:
+        save_file({k: v.detach().cpu().contiguous() for k, v in params.items()}, tmp / "head.safetensors")
+        save_file(tensors, tmp / "optimizer.safetensors")
+        save_file({"generator": gen.get_state()}, tmp / "rng.safetensors")
+        (tmp / "state.json").write_text(json.dumps(state, indent=1))
+
+
+def load_refine_state(directory: Path, state: dict, params: dict, optimizer, schedule, gen) -> int:
+    """Restore what `save_refine_state` wrote (`state`: its state.json); the step to continue from."""
+    fix = f"delete {directory} to start the refinement over."
+    weights = load_safetensors(directory / "head.safetensors", fix)
+    with torch.no_grad():
+        for name, p in params.items():
+            p.copy_(weights[name])
+    tensors = load_safetensors(directory / "optimizer.safetensors", fix)
+    optimizer.load_state_dict(unflatten_optimizer(tensors, state["optimizer"]))
+    schedule.load_state_dict(state["scheduler"])
+    gen.set_state(load_safetensors(directory / "rng.safetensors", fix)["generator"])
+    return int(state["step"])
 
 
 @torch.no_grad()
@@ -184,23 +276,36 @@ def _labels(episode: dict[str, torch.Tensor], T: int) -> tuple[torch.Tensor, tor
 
 
 def refine_head(
-    model: WorldModel, episodes: list[dict[str, torch.Tensor]], cfg: HeadTrainConfig
+    model: WorldModel,
+    episodes: list[dict[str, torch.Tensor]],
+    cfg: HeadTrainConfig,
+    state_dir: str | Path | None = None,
+    settings: dict | None = None,
 ) -> list[dict]:
     """Train `model.state_head` in place (trunk frozen) on `episodes` (`ClipDataset.episode` samples).
 
-    Returns the loss log, one row per 100 steps.
+    Returns the loss log, one row per 100 steps. With `state_dir`, the resume state is written there every
+    `cfg.save_every` steps and at the end, with `settings` (default: `head_settings(cfg)`), and a state found
+    there is continued from, to the same weights as an uninterrupted run; other settings are refused
+    (`check_refine_state`). The caller removes `state_dir` once the refined model is saved.
     """
     head, M = model.state_head, model.config.head.ensemble
     gen = torch.Generator().manual_seed(cfg.seed)
     data = _episode_tensors(model, episodes)
     T = data["states"].shape[1]
     window = min(cfg.window, T)
-    params = [p for name, p in head.named_parameters() if not name.startswith("trunk.")]
+    named = {name: p for name, p in head.named_parameters() if not name.startswith("trunk.")}
+    params = list(named.values())
     optimizer = torch.optim.Adam(params, lr=cfg.lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, cfg.steps)
+    state_dir = Path(state_dir) if state_dir else None
+    settings = head_settings(cfg) if settings is None else settings
+    start, log = 0, []
+    if state_dir and (state := check_refine_state(state_dir, settings)):
+        start, log = load_refine_state(state_dir, state, named, optimizer, schedule, gen), state["log"]
     head.train()
-    log = []
-    bar = tqdm(range(cfg.steps), desc="refining the state head", unit="step", leave=False)
+    bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc="refining the state head",
+               unit="step", leave=False)  # fmt: skip
     for step in bar:
         n = torch.randint(len(episodes), (cfg.batch_size,), generator=gen)
         t0 = torch.randint(T - window + 1, (cfg.batch_size,), generator=gen)
@@ -215,6 +320,8 @@ def refine_head(
         if step % 100 == 0 or step == cfg.steps - 1:
             log.append({"step": step, "loss": loss.item()})
             bar.set_postfix(loss=f"{loss.item():.3f}")
+        if state_dir and ((step + 1) % cfg.save_every == 0 or step + 1 == cfg.steps):
+            save_refine_state(state_dir, step + 1, named, optimizer, schedule, gen, log, settings)
     head.eval()
     return log
 
