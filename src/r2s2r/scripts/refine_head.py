@@ -11,6 +11,8 @@ episodes on whole recorded episodes (--data: the world model's own recordings, p
 you want it to know), on --head.window-frame unrolls from any frame, each ensemble member on its own
 bootstrap share. The cameras' trunk, the video model and the judge are untouched. About 10 minutes for
 3,000 steps on 2 CPU cores.
+A killed run resumes: re-run the same command and it continues from <output_dir>.partial/ (saved every
+--head.save_every steps) to the same weights; other settings are refused.
 
 The current head (which --upgrade, on by default, gives a checkpoint made before it) starts each imagined
 episode from the observed object pose (observation.environment_state) as well as the cameras, and carries
