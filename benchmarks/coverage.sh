@@ -6,7 +6,7 @@
 # (still mode, holds, arm targets). Nothing else enters its data: no zoo policy, no held-out family.
 #   - recording: four datasets of 5,000 (seeds 1000-1003), two at a time, ~0.25 s of physics an episode;
 #     plus 200 held-out coverage episodes (seed 1100) for the refinement's before/after figures;
-#   - refinement: --head.steps steps each (HEAD_STEPS, default 8,000), both heads at once, about 45 minutes
+#   - refinement: --head.steps steps each (HEAD_STEPS, default 6,000), both heads at once, about 35 minutes
 #     on 2 cores.
 # The rules are chosen on the tuning set (generalization.py --families scripted), and both heads are
 # reported on the held-out families (benchmarks/generalization.py, benchmarks/response_curves.py).
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 MUJOCO_GL=${MUJOCO_GL:-egl} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # one torch thread: 2 spin-wait on a shared 2-core machine
 BIN=${BIN:-.venv/bin}
 D=outputs/coverage
-STEPS=${HEAD_STEPS:-8000}
+STEPS=${HEAD_STEPS:-6000}
 COVERAGE="r2s2r.robots.perturbations:make_coverage_demonstrator"
 record() {  # record <root> <episodes> <seed>
   $BIN/r2s2r-record --root=$1 --num_episodes=$2 --distribution=mixed --seed=$3 --workers=1 \
