@@ -2,13 +2,14 @@
 # A state head that learns contact outcomes from coverage data: 20,000 state-only episodes of the coverage
 # demonstrator (robots/perturbations.py: grasp, orientation, timing, partial-close, drop, hand-over, speed,
 # noise, pause, re-grasp, push and exploration perturbations, each episode labelled), then the head of
-# assets/world_model_small refined on them without cameras, with and without the hand-written rules
-# (still mode, holds, arm targets). Nothing else enters its data: no zoo policy, no held-out family.
+# assets/world_model_small refined on them without cameras: head_plain (no hand-written rule), head_targets
+# (arm targets only) and head_rules (still mode, holds, arm targets). Besides the base model's own 160
+# training episodes nothing else enters their data: no zoo policy, no held-out family.
 #   - recording: four datasets of 5,000 (seeds 1000-1003), two at a time, ~0.25 s of physics an episode;
 #     plus 200 held-out coverage episodes (seed 1100) for the refinement's before/after figures;
 #   - refinement: --head.steps steps each (HEAD_STEPS, default 6,000), both heads at once, about 35 minutes
 #     on 2 cores.
-# The rules are chosen on the tuning set (generalization.py --families scripted), and both heads are
+# The rules are chosen on the tuning set (generalization.py --families scripted), and the heads are
 # reported on the held-out families (benchmarks/generalization.py, benchmarks/response_curves.py).
 # Usage: bash benchmarks/coverage.sh      (re-running resumes every recording and skips finished heads)
 set -euo pipefail
@@ -34,12 +35,18 @@ refine() {  # refine <name> [flags]
   $BIN/r2s2r-refine-head --checkpoint=assets/world_model_small --cameras=false --data="$DATA" \
     --heldout=$D/heldout --head.steps=$STEPS --head.seed=0 --output_dir=$out "$@"
 }
+arm_targets() {  # the arms end each imagined frame at their commanded target: a rule without weights,
+  # switched on after refining, as benchmarks/state_only.sh does for the committed head
+  $BIN/python -c 'import sys; from r2s2r.model.configuration_world_model import WorldModelConfig as C
+c = C.load(sys.argv[1]); c.head.arm_targets = True; c.save(sys.argv[1])' $1
+}
 refine plain &  # the two heads train side by side, one core (one torch thread) each
 if [ ! -f $D/head_rules/refine.json ]; then
   refine rules --still_mode=true --holds=true
-  # The arms end each imagined frame at their commanded target (no weights): switched on after refining,
-  # as benchmarks/state_only.sh does for the committed head.
-  $BIN/python -c 'import sys; from r2s2r.model.configuration_world_model import WorldModelConfig as C
-c = C.load(sys.argv[1]); c.head.arm_targets = True; c.save(sys.argv[1])' $D/head_rules
+  arm_targets $D/head_rules
 fi
 wait
+if [ ! -f $D/head_targets/refine.json ]; then  # three variants: no rule, arm targets only, every rule
+  rm -rf $D/head_targets.tmp && cp -r $D/head_plain $D/head_targets.tmp && arm_targets $D/head_targets.tmp
+  mv $D/head_targets.tmp $D/head_targets
+fi

@@ -7,7 +7,7 @@ between and beyond the ranges of the coverage data, every other knob nominal:
 
 | axis             | knob                 | values                                        |
 |------------------|----------------------|-----------------------------------------------|
-| grasp x / y / z  | grasp_offset_{x,y,z} | 0 .. 9 cm (coverage: +-8 cm)                  |
+| grasp x / y / z  | grasp_offset_{x,y,z} | 0 .. 9 cm (z: 5 cm) (coverage: +-8 cm)       |
 | close delay      | close_delay          | -20 .. 80 control steps                       |
 | joint noise      | joint_noise          | 0 .. 0.08 rad (coverage: 0.004 .. 0.04)       |
 | hand-over offset | handover_offset_y    | 0 .. 8 cm (coverage: +-6 cm)                  |
@@ -41,9 +41,9 @@ from r2s2r.eval.report import response_curve_figure, write_report  # noqa: E402
 
 BASE = "families.waypoint:make_policy"
 AXES = {
-    "grasp_x": ("grasp_offset_x", [0.0, 0.01, 0.02, 0.03, 0.05, 0.09]),
-    "grasp_y": ("grasp_offset_y", [0.0, 0.01, 0.02, 0.03, 0.05, 0.09]),
-    "grasp_z": ("grasp_offset_z", [0.0, 0.01, 0.02, 0.03, 0.05, 0.09]),
+    "grasp_x": ("grasp_offset_x", [0.0, 0.01, 0.02, 0.025, 0.03, 0.05, 0.09]),
+    "grasp_y": ("grasp_offset_y", [0.0, 0.01, 0.015, 0.02, 0.03, 0.05, 0.09]),
+    "grasp_z": ("grasp_offset_z", [0.0, 0.01, 0.015, 0.02, 0.03, 0.05]),  # 9 cm up: the physics diverges
     "close_delay": ("close_delay", [-20, 0, 10, 25, 50, 80]),
     "joint_noise": ("joint_noise", [0.0, 0.01, 0.02, 0.04, 0.06, 0.08]),
     "handover_y": ("handover_offset_y", [0.0, 0.01, 0.02, 0.035, 0.05, 0.08]),
