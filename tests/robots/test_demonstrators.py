@@ -111,7 +111,7 @@ def test_unknown_knob_skill_or_task_is_rejected():
     with pytest.raises(ValueError, match="not a preset"):
         make_demonstrator(skill="expert")
     with pytest.raises(ValueError, match="transfer_cube"):
-        make_demonstrator(task="insertion")
+        make_demonstrator(task="stacking")
     with pytest.raises(ValueError, match="seed"):
         make_demonstrator(seed=-1)
 

@@ -17,7 +17,7 @@ near-misses and recoveries as well as clean successes. Call `reset()` before eve
 
 Each env in the batch runs its own script with its own random generator, seeded from `seed` and the bytes
 of that env's first `observation.environment_state`, so an episode's actions do not depend on which other
-episodes share its batch.
+episodes share its batch. The insertion task's script, with the same knobs, is `robots.insertion`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from r2s2r.robots.ik import BimanualIK, PoseTrack, cube_face_heading, frame_from_axes
+from r2s2r.robots.insertion import _InsertionScript
 
 DT = 0.02  # control period (s) of the reference world: 50 Hz
 OPEN, CLOSED = 1.0, 0.0  # normalized gripper commands
@@ -427,10 +428,12 @@ class _TransferScript:
 
 
 class ScriptedDemonstrator:
-    """A batched scripted policy: one independent `_TransferScript` per env, created on first sight.
+    """A batched scripted policy: one independent script per env, created on first sight.
 
     Follows r2s2r's policy interface (`reset()`, `select_action(batch) -> (B,14)`); reads
-    `observation.state` (B,14) and `observation.environment_state` (B,7) and ignores images.
+    `observation.state` (B,14) and `observation.environment_state` and ignores images. The object poses
+    pick the script: (B,7), one cube, plays `_TransferScript`; (B,14), peg then socket, plays
+    `robots.insertion._InsertionScript`.
     """
 
     def __init__(
@@ -443,7 +446,7 @@ class ScriptedDemonstrator:
         self.cfg, self.seed, self.task = cfg, int(seed), task
         self.mix = mix  # preset -> probability: each episode draws its own skill level
         self.ik = BimanualIK()
-        self.scripts: list[_TransferScript] | None = None
+        self.scripts: list[_TransferScript | _InsertionScript] | None = None
         self.name = f"demonstrator:{task}"
 
     def reset(self) -> None:
@@ -481,12 +484,13 @@ class ScriptedDemonstrator:
                     "reference world, which provides the object pose, not on hardware."
                 )
         state = batch["observation.state"].detach().cpu().numpy().astype(np.float32)  # (B,14)
-        env_state = batch["observation.environment_state"].detach().cpu().numpy().astype(np.float32)  # (B,7)
+        env_state = batch["observation.environment_state"].detach().cpu().numpy().astype(np.float32)
         state64, env64 = state.astype(float), env_state.astype(float)
         if self.scripts is None:
             rngs = [self.episode_rng(e) for e in env_state]  # from the float32 bytes the world reported
+            script = _InsertionScript if env_state.shape[-1] == 14 else _TransferScript  # peg and socket
             self.scripts = [
-                _TransferScript(self.episode_config(rng), rng, self.ik, st, e)
+                script(self.episode_config(rng), rng, self.ik, st, e)
                 for rng, st, e in zip(rngs, state64, env64, strict=True)
             ]
         elif len(self.scripts) != len(state):
@@ -506,8 +510,10 @@ def make_demonstrator(
     Every argument is JSON-friendly so it can come from `--policy.kwargs`, e.g.
     `--policy.path=r2s2r.robots.demonstrators:make_demonstrator --policy.kwargs='{"skill": "sloppy"}'`.
     """
-    if task != "transfer_cube":
-        raise ValueError(f"task='{task}' has no scripted demonstrator yet; only 'transfer_cube' does.")
+    if task not in ("transfer_cube", "insertion"):
+        raise ValueError(
+            f"task='{task}' has no scripted demonstrator yet; use 'transfer_cube' or 'insertion'."
+        )
     if skill == "mix":  # every episode draws its preset: data with successes, failures and recoveries
         if knobs:
             raise ValueError("skill='mix' draws whole presets per episode; it takes no knobs.")
