@@ -23,3 +23,7 @@ class SettingsChangedError(UserError, ValueError):
 
 class DiskFullError(UserError, OSError):
     """The disk filled up while writing; what was half-written has been removed."""
+
+
+class ModelMismatchError(UserError, ValueError):
+    """A world model asked for what it cannot do: start from observations its state head cannot read."""

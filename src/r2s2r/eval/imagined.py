@@ -27,9 +27,11 @@ from tqdm.auto import tqdm
 
 from r2s2r.data.commit import episode_labels
 from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
+from r2s2r.errors import ModelMismatchError
 from r2s2r.eval.ranking import wilson_interval
 from r2s2r.eval.video import write_side_by_side_views
 from r2s2r.files import append_text, atomic_write_text
+from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.policies.policy import Policy, PolicyConfig, PolicyError, check_action, load_policy
 from r2s2r.robots.checker import VIOLATIONS
@@ -39,6 +41,7 @@ log = logging.getLogger(__name__)
 
 
 ROWS_VERSION = 2
+POSE = "observation.environment_state"  # the object pose, where the logs recorded it
 
 
 @dataclass
@@ -58,6 +61,7 @@ class ImaginedEvalConfig:
     output: str = "outputs/eval/imagined/episodes.jsonl"  # per-episode results, appended as batches finish
     seed: int = 0  # sampling noise: batch i uses (seed, i)
     device: str = "cpu"  # torch device of the world model and the policy's observations
+    object_poses: bool = True  # start from the starts' object poses; False = ignore them (cameras + proprio)
 
     def __post_init__(self) -> None:
         self.starts = (self.starts,) if isinstance(self.starts, str) else tuple(self.starts)
@@ -81,6 +85,8 @@ class ImaginedEvalConfig:
         out["policy"] = {"path": self.policy.path, "kwargs": self.policy.kwargs}
         out["starts"] = [str(Path(s)) for s in self.starts]
         out["rows"] = ROWS_VERSION  # what a row holds (2: physics flags)
+        if not self.object_poses:  # only when off, so that results written before the flag still resume
+            out["object_poses"] = False
         return json.loads(json.dumps(out))
 
 
@@ -198,8 +204,27 @@ def run_batch(
     return outcome, frames
 
 
-def _initial(ds: ClipDataset, episodes: list[int], device: str) -> tuple[dict, list[dict]]:
+def check_start(config: WorldModelConfig, checkpoint: str, object_poses: bool, logs: str = "") -> None:
+    """Refuse, in one line, starts the state head cannot read: a head without cameras needs the object pose,
+    so it can neither ignore the logged poses (`object_poses=False`) nor start from `logs` that lack them."""
+    if config.head.reads_cameras:
+        return
+    why = f"the state head of {checkpoint} reads no cameras (head.reads_cameras=false), only object poses"
+    fix = "use a model whose head reads the cameras, such as assets/world_model_small"
+    if not object_poses:
+        raise ModelMismatchError(f"--object_poses=false: {why}; {fix}, or keep --object_poses=true.")
+    if logs:
+        raise ModelMismatchError(f"{logs} has no object poses ({POSE}): {why}; {fix}.")
+
+
+def _initial(
+    ds: ClipDataset, episodes: list[int], device: str, object_poses: bool
+) -> tuple[dict, list[dict]]:
+    """The episodes' first observations, batched for `WorldModelEnv.reset`, and each one's own; without
+    `object_poses` the logged object pose is dropped, as if it had never been recorded."""
     firsts = [ds.start(ep) for ep in episodes]
+    if not object_poses:
+        firsts = [{k: v for k, v in f.items() if k != POSE} for f in firsts]
     keys = [k for k in firsts[0] if k.startswith("observation.")]
     return {k: torch.stack([f[k] for f in firsts]).to(device) for k in keys}, firsts
 
@@ -265,6 +290,7 @@ def evaluate_imagined(
         )
         match_frame_rate(clip, mc.frame_stride)
         datasets.append(ClipDataset(clip))
+        check_start(mc, cfg.checkpoint, cfg.object_poses, "" if POSE in datasets[-1].data else root)
     out = Path(cfg.output)
     done = open_results(out, cfg.fingerprint())
     batches = _plan(datasets, cfg)
@@ -283,7 +309,7 @@ def evaluate_imagined(
             env = WorldModelEnv(
                 model, len(episodes), cfg.device, cfg.sampling_steps or None, cfg.seed, render=cfg.render
             )
-        initial, firsts = _initial(ds, episodes, cfg.device)
+        initial, firsts = _initial(ds, episodes, cfg.device, cfg.object_poses)
         tags = [f"{ep}.{s}" for ep, s in batch.units]
         outcome, frames = run_batch(
             env, policy, name, initial, steps, tags, _batch_seed(cfg.seed, batch.index)

@@ -4,7 +4,9 @@ Input: a folder of hardware evaluation logs, one LeRobot dataset per checkpoint 
 and the matching policies: from a manifest (`--policies=zoo.yaml`, name -> path, kwargs, family) or, for
 logs written by `r2s2r-record`, from the recording's own sidecar. Each policy is evaluated in the world
 model from its logs' episode starts (`samples_per_start` imagined episodes each), so real and imagined
-trials start from the same initial conditions, split the same way into ID and OOD.
+trials start from the same initial conditions, split the same way into ID and OOD. Each start reads the
+logged object pose where there is one, unless `object_poses` is off (as for hardware that records none):
+then it reads the cameras and proprio alone.
 
 Output (`<output_dir>/`): `rank.json` (per policy: real vs imagined success with Wilson intervals per split,
 per-start outcomes with the initial object position, chosen videos; per split: Pearson, Spearman, Kendall
@@ -29,9 +31,18 @@ import yaml
 from r2s2r.data.commit import PARTIAL_SUFFIX, check_committed, episode_labels, read_commit
 from r2s2r.data.reader import load_frames_table
 from r2s2r.eval.fanout import evaluate_many
-from r2s2r.eval.imagined import SPLITS, ImaginedEvalConfig, read_results, success_rates, summarize
+from r2s2r.eval.imagined import (
+    POSE,
+    SPLITS,
+    ImaginedEvalConfig,
+    check_start,
+    read_results,
+    success_rates,
+    summarize,
+)
 from r2s2r.eval.ranking import compare
 from r2s2r.files import atomic_write_text, read_json
+from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.policies.policy import PolicyConfig
 
 log = logging.getLogger(__name__)
@@ -58,6 +69,7 @@ class RankConfig:
     report: bool = True  # also write report.html
     seed: int = 0  # sampling noise
     device: str = "cpu"  # torch device of the world model
+    object_poses: bool = True  # start from the logged object poses; False = ignore them (cameras + proprio)
 
     def __post_init__(self) -> None:
         if self.videos and not self.render:
@@ -183,7 +195,24 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
-def _policy_result(entry: Entry, rows: list[dict], videos: list[tuple[int, str]], out: Path) -> dict:
+def has_poses(logs: Path) -> bool:
+    """Whether the logs recorded the object pose (`observation.environment_state`)."""
+    return POSE in read_json(logs / "meta" / "info.json", "restore it from a copy.")["features"]
+
+
+def poses_note(object_poses: bool, without: list[str]) -> str:
+    """One line for the report: where the imagined episodes' starts came from; `without` are the policies
+    whose logs have no object poses."""
+    if not object_poses:
+        return "not used: the imagined episodes started from cameras and proprio only (--object_poses=false)"
+    if without:
+        return f"not in the logs of {', '.join(without)}: those started from cameras and proprio only"
+    return "used: the imagined episodes started from the logged object poses, cameras and proprio"
+
+
+def _policy_result(
+    entry: Entry, rows: list[dict], videos: list[tuple[int, str]], out: Path, object_poses: bool
+) -> dict:
     by_start: dict[int, list[dict]] = {}
     for r in rows:
         by_start.setdefault(r["episode"], []).append(r)
@@ -205,6 +234,7 @@ def _policy_result(entry: Entry, rows: list[dict], videos: list[tuple[int, str]]
         "name": entry.name,
         "family": entry.family,
         "policy": {"path": entry.policy.path, "kwargs": entry.policy.kwargs},
+        "object_poses": object_poses and has_poses(entry.logs),  # the imagined starts read the logged poses
         "real": success_rates(starts, "real_success"),
         "imagined": summarize(rows),
         "episodes": episodes,
@@ -249,9 +279,29 @@ def _noise_floor(cfg: RankConfig, real: dict[str, dict]) -> dict | None:
     return ranking_metrics(real, second, cfg.n_boot, cfg.seed)
 
 
+def _eval_config(cfg: RankConfig, entry: Entry, videos: tuple[int, ...]) -> ImaginedEvalConfig:
+    """One policy's imagined evaluation from its own logs' episode starts."""
+    return ImaginedEvalConfig(
+        checkpoint=cfg.checkpoint,
+        policy=entry.policy,
+        starts=(str(entry.logs),),
+        samples_per_start=cfg.samples_per_start,
+        max_steps=cfg.max_steps,
+        batch_size=cfg.batch_size,
+        render=cfg.render,
+        sampling_steps=cfg.sampling_steps,
+        videos=videos,
+        output=str(Path(cfg.output_dir) / "policies" / _safe(entry.name) / "episodes.jsonl"),
+        seed=cfg.seed,
+        device=cfg.device,
+        object_poses=cfg.object_poses,
+    )
+
+
 def rank(cfg: RankConfig) -> dict:
     """Evaluate every checkpoint of `logs_dir` in imagination, compare with the logs, write rank.json."""
     out = Path(cfg.output_dir)
+    check_start(WorldModelConfig.load(cfg.checkpoint), cfg.checkpoint, cfg.object_poses)
     entries = discover(cfg)
     for e in entries:
         if e.error is None:
@@ -261,27 +311,11 @@ def rank(cfg: RankConfig) -> dict:
                 e.error = str(err)
     live = [e for e in entries if e.error is None]
     picks = {e.name: choose_videos(e.real, cfg.videos) for e in live}
-    configs = [
-        ImaginedEvalConfig(
-            checkpoint=cfg.checkpoint,
-            policy=e.policy,
-            starts=(str(e.logs),),
-            samples_per_start=cfg.samples_per_start,
-            max_steps=cfg.max_steps,
-            batch_size=cfg.batch_size,
-            render=cfg.render,
-            sampling_steps=cfg.sampling_steps,
-            videos=tuple(ep for ep, _ in picks[e.name]),
-            output=str(out / "policies" / _safe(e.name) / "episodes.jsonl"),
-            seed=cfg.seed,
-            device=cfg.device,
-        )  # fmt: skip
-        for e in live
-    ]
+    configs = [_eval_config(cfg, e, tuple(ep for ep, _ in picks[e.name])) for e in live]
     for e, result in zip(live, evaluate_many(configs, cfg.workers), strict=True):
         e.error = result["error"]
     policies = [
-        _policy_result(e, read_results(c.output), picks[e.name], out)
+        _policy_result(e, read_results(c.output), picks[e.name], out, cfg.object_poses)
         for e, c in zip(live, configs, strict=True)
         if e.error is None
     ]
@@ -290,7 +324,8 @@ def rank(cfg: RankConfig) -> dict:
     payload = {
         "checkpoint": cfg.checkpoint,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "settings": {"samples_per_start": cfg.samples_per_start, "render": cfg.render, "seed": cfg.seed},
+        "settings": {k: getattr(cfg, k) for k in ("samples_per_start", "render", "seed", "object_poses")},
+        "object_poses": poses_note(cfg.object_poses, [p["name"] for p in policies if not p["object_poses"]]),
         "policies": policies,
         "failed": [{"name": e.name, "error": e.error} for e in entries if e.error],
         "metrics": ranking_metrics(real, imagined, cfg.n_boot, cfg.seed),

@@ -404,6 +404,12 @@ def _machine(results: dict) -> str:
     return f"<details><summary>machine</summary><ul>{items}</ul></details>" if items else ""
 
 
+def _object_poses(results: dict) -> str:
+    """Whether the imagined episodes started from the logged object poses (rank.json's note), if it says."""
+    note = results.get("object_poses")
+    return f'<p id="object-poses"><b>Object poses:</b> {_e(note)}</p>' if note else ""
+
+
 def write_report(rank_json: str | os.PathLike, output: str | os.PathLike | None = None) -> Path:
     """Write the self-contained HTML report of a ranking run.
 
@@ -425,6 +431,7 @@ def write_report(rank_json: str | os.PathLike, output: str | os.PathLike | None 
         f'<p class="muted">world model {_e(results.get("checkpoint", "?"))} · '
         f"created {_e(results.get('created', '?'))}</p>{_machine(results)}",
         f'<p class="summary" id="summary">{_summary(results, policies)}</p>',
+        _object_poses(results),
         "<h2>Ranking</h2><p>Sorted by real success rate; intervals in brackets, successes/trials after.</p>",
         f'<div class="wide">{_ranking_table(policies, splits)}</div>',
         "<h2>Ranking metrics</h2><p>World model vs hardware per split; the noise floor is the same "

@@ -12,7 +12,8 @@ With a head of several object-pose modes (`head.pose_modes`), each imagined epis
 imagined rates follow the odds instead of an average outcome no real episode has.
 
 Where the reset observation carries the object pose (`observation.environment_state`), the state head
-starts from it as well as from the cameras (`head.reads_objects`); without it, from the cameras alone.
+starts from it as well as from the cameras (`head.reads_objects`); without it, from the cameras alone,
+and the first observation's object pose is then the head's reading of the cameras.
 
 A video model that sketches objects (`object_sketch`) draws each imagined frame's cube where the state
 head puts it: the head leads, the video follows.
@@ -129,9 +130,9 @@ class WorldModelEnv:
             self.draw = torch.rand(self.num_envs, generator=self.generator, device=self.device)
         decoded = self.model.state_head.decode(self.latent)
         self._read(frame, decoded)
-        self.pose = None  # raw object poses of the newest frame, for object_sketch: observed, or the head's
-        if self.cfg.sketched_objects:
-            self.pose = self.env_state if observed else self.model.unnorm("env", decoded["env_state"].mean(1))
+        if self.cfg.env_state_dim and not observed:  # the policy and the checker see the head's start pose
+            self.env_state = self.model.unnorm("env", decoded["env_state"].mean(1))
+        self.pose = self.env_state if self.cfg.sketched_objects else None  # raw poses of the newest frame
         self._pending = []
         self.t = 0
         self._history: list[tuple[np.ndarray, np.ndarray, dict]] = []  # per frame: state, env, geometry

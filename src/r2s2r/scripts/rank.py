@@ -4,6 +4,7 @@ Examples:
     r2s2r-rank --checkpoint=outputs/train/demo/checkpoints/last/pretrained_model --logs_dir=outputs/logs
     r2s2r-rank --checkpoint=... --logs_dir=hw_logs --policies=zoo.yaml --samples_per_start=4 --workers=2
     r2s2r-rank --checkpoint=... --logs_dir=... --noise_floor_dir=hw_logs_rerun  # real-vs-real floor
+    r2s2r-rank --checkpoint=assets/world_model_small --logs_dir=... --object_poses=false  # cameras only
 
 `logs_dir` holds one LeRobot dataset per checkpoint (`<logs_dir>/<name>/`), each with per-frame success
 labels (`next.success`) and, where known, ID/OOD labels (the recorder's). The policy of each comes from the
@@ -16,6 +17,13 @@ or, for logs recorded by r2s2r-record, from the recording itself. Each policy ru
 own logs' episode starts. Prints, per checkpoint, real vs imagined success (all / ID / OOD), then Pearson,
 Spearman and Kendall with bootstrap intervals, MMRV (SIMPLER's convention), pairwise ordering accuracy and
 calibration; writes <output_dir>/rank.json and report.html. A policy that fails is reported and skipped.
+
+Object poses: where the logs recorded the cube's pose (`observation.environment_state`), the imagined
+episodes start from it as well as from the cameras and proprio. `--object_poses=false` ignores it, as on
+hardware that records none (logs without the feature are read that way anyway); the world model's state
+head must then read the cameras (assets/world_model_small does; assets/world_model_blind cannot). A policy
+that acts on object poses, such as the scripted demonstrator, then acts on the poses the head imagines.
+rank.json and report.html say which starts used the logged poses.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ def format_rank(payload: dict) -> str:
             f"{v(m['kendall'])} MMRV {m['mmrv']:.3f} pairwise {v(pairs['all'])} ({gap}: {v(pairs[gap])}) "
             f"calibration MAE {m['calibration']['mae_points']:.1f} pts"
         )
+    lines.append(f"object poses: {payload['object_poses']}")
     for f in payload["failed"]:
         lines.append(f"FAILED {f['name']}: {f['error']}")
     return "\n".join(lines)
