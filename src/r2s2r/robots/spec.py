@@ -144,6 +144,31 @@ def aloha_spec(model_xml: str | Path | None = None) -> EmbodimentSpec:
     )
 
 
+# PushT (gym-pusht): a disc pushed by a PD-controlled target in a 512x512 arena; world units are the pixels
+# of gym-pusht's 512x512 drawing (x right, y down). Its action space is Box(0, 512, (2,)).
+PUSHT_ARENA = 512.0  # side of the arena (world units = pixels of gym-pusht's native drawing)
+PUSHT_CONTROL_HZ = 10  # gym-pusht's control rate (10 physics substeps of 0.01 s per action)
+
+
+def pusht_spec() -> EmbodimentSpec:
+    """gym-pusht's point pusher: action and state are the agent's 2-D position (target / actual)."""
+    return EmbodimentSpec(
+        name="pusht",
+        joint_names=("agent_x", "agent_y"),
+        position_lower=(0.0, 0.0),
+        position_upper=(PUSHT_ARENA, PUSHT_ARENA),
+        position_source="gym-pusht's action_space Box(0, 512); the walls keep the agent within ~[20, 491]",
+        velocity_limits=(math.inf, math.inf),
+        velocity_source="none: gym-pusht's PD agent (k_p=100, k_v=20) has no speed limit",
+        gripper_indices=(),
+        gripper_convention="none: the agent is a disc of radius 15 that only pushes",
+        cameras=("top",),
+        default_cameras=("top",),
+        control_hz=PUSHT_CONTROL_HZ,
+        gripper_state_range=(0.0, 0.0),
+    )
+
+
 KNOWN_ROBOTS = ("aloha",)
 
 
