@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml requirements/lock.txt tools/install_system_deps.sh
 	./tools/install_system_deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	DS_BUILD_OPS=0 $(BIN)/pip install -q --disable-pip-version-check -r requirements/lock.txt
-	$(BIN)/pip install -q --disable-pip-version-check --no-deps lerobot==0.4.4 -e .
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps lerobot==0.4.4 gym-pusht==0.1.8 -e .
 	touch $(STAMP)
 
 setup: $(STAMP)
