@@ -207,7 +207,10 @@ def poses_note(object_poses: bool, without: list[str]) -> str:
         return "not used: the imagined episodes started from cameras and proprio only (--object_poses=false)"
     if without:
         return f"not in the logs of {', '.join(without)}: those started from cameras and proprio only"
-    return "used: the imagined episodes started from the logged object poses, cameras and proprio"
+    return (
+        "used: the imagined episodes started from the logged object poses and proprio (and the cameras,"
+        " where the model reads them)"
+    )
 
 
 def _policy_result(
