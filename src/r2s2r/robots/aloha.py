@@ -219,15 +219,11 @@ class AlohaWorld:
 
     def step(self, actions: np.ndarray, render: bool = True) -> StepResult:
         """Apply one action per env for one control period (1/50 s) and observe the result."""
-        actions = np.asarray(actions, dtype=float)
-        if actions.shape != (self.cfg.num_envs, self.spec.action_dim):
-            raise ValueError(
-                f"actions has shape {actions.shape}, expected ({self.cfg.num_envs}, {self.spec.action_dim}): "
-                "one 14-D joint-position target per env (6 joints + gripper 0..1 per arm)."
-            )
-        if not np.isfinite(actions).all():
-            bad = sorted(set(np.nonzero(~np.isfinite(actions))[0].tolist()))
-            raise ValueError(f"actions for env(s) {bad} contain NaN or inf; the policy produced them.")
+        actions = self.spec.checked_actions(
+            actions,
+            self.cfg.num_envs,
+            "one 14-D joint-position target per env (6 joints + gripper 0..1 per arm)",
+        )
         rewards = np.zeros(self.cfg.num_envs)
         for i, (physics, task) in enumerate(zip(self.physics, self.tasks, strict=True)):
             # What dm_control's control.Environment.step does, minus the observation it would render.

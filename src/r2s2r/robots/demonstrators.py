@@ -28,15 +28,11 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from r2s2r.robots.ik import BimanualIK, PoseTrack, cube_face_heading, frame_from_axes
+from r2s2r.robots.ik import BimanualIK, cube_face_heading, frame_from_axes
 from r2s2r.robots.insertion import _InsertionScript
+from r2s2r.robots.scripting import DT, LEFT, OPEN, PITCH, PREGRASP_BACKOFF, RIGHT, StagedScript
 
-DT = 0.02  # control period (s) of the reference world: 50 Hz
-OPEN, CLOSED = 1.0, 0.0  # normalized gripper commands
-LEFT, RIGHT = 0, 1  # arm index in (2, ...) arrays; the action is [left arm, left grip, right arm, right grip]
 MEET = np.array([0.0, 0.5, 0.25])  # where the cube is handed over (m, world frame)
-PITCH = math.radians(60.0)  # right gripper's downward pitch while picking and carrying
-PREGRASP_BACKOFF = 0.08  # distance (m) above the grasp point, along the gripper axis, before descending
 GRASP_HEIGHT = 0.012  # grasp point above the cube centre (m): keeps the fingertips off the table
 LEFT_STANDOFF = 0.10  # distance (m) along -x the left gripper waits before reaching for the cube
 LIFT_HEIGHT = 0.08  # how far (m) the right arm lifts the cube straight up before carrying it over
@@ -160,7 +156,7 @@ PRESETS: dict[str, dict] = {
 MIX = {"nominal": 0.3, "noisy": 0.2, "retrying": 0.15, "sloppy": 0.15, "hesitant": 0.1, "rushed": 0.1}
 
 
-class _TransferScript:
+class _TransferScript(StagedScript):
     """One env's transfer-cube episode: a stage machine that schedules Cartesian moves for both arms.
 
     Each stage has an entry action (`_enter_<stage>`: schedule moves and gripper ramps, return the step
@@ -169,6 +165,7 @@ class _TransferScript:
     """
 
     ORDER = ("approach", "descend", "lift", "transport", "reach", "release", "retreat", "done")
+    DURATIONS = DURATIONS
     PUSH = ("push", "push_down", "push_sweep")  # optional stages before the first approach
 
     def __init__(
@@ -179,13 +176,8 @@ class _TransferScript:
         state: np.ndarray,
         cube: np.ndarray,
     ):
-        self.cfg, self.rng, self.ik = cfg, rng, ik
-        self.q = np.stack([state[0:6], state[7:13]]).astype(float)  # (2,6) IK warm start
-        pos, rot = ik.fk(self.q)
+        pos, rot = self._start(cfg, rng, ik, state)
         self.home = (pos.copy(), rot.copy())  # (2,3), (2,3,3)
-        self.arms = [PoseTrack(pos[a], rot[a], state[6 + 7 * a]) for a in (LEFT, RIGHT)]
-        self.noise = np.zeros((2, 6))  # smoothed joint wobble (rad)
-        self.noise_decay = math.exp(-DT / cfg.joint_noise_tau)
         self.retries_left = cfg.max_retries
         self.t, self.stage, self.stage_end = 0, "", 0
         self.grasp = (np.zeros(3), np.eye(3))  # planned grasp point (3,) and right orientation (3,3)
@@ -196,24 +188,6 @@ class _TransferScript:
         self.explore_end: int | None = None  # step the wandering stops (explore_time)
         self.push = (np.zeros(3), np.zeros(3))  # start and end of the push (push_distance)
         self._enter(self._opening_stage("start"), state, cube)
-
-    # ------------------------------------------------------------- randomness
-    def _steps(self, name: str) -> int:
-        """Duration in control steps of a nominal segment, with speed and per-segment jitter applied."""
-        jitter = self.cfg.speed_jitter * self.rng.standard_normal() if self.cfg.speed_jitter else 0.0
-        return max(1, round(DURATIONS[name] * max(0.3, 1.0 + jitter) / self.cfg.speed / DT))
-
-    def _timing_error(self) -> int:
-        """Gripper command offset in steps (+ late, - early) for one gripper event."""
-        c = self.cfg
-        noise = c.close_timing_noise * self.rng.standard_normal() if c.close_timing_noise else 0.0
-        return round((c.close_timing + noise) / DT)
-
-    def _pause(self) -> int:
-        """Hesitation before a stage, in steps (0 most of the time)."""
-        if self.cfg.hesitation_prob and self.rng.random() < self.cfg.hesitation_prob:
-            return round(self.rng.uniform(0.0, self.cfg.hesitation_max) / DT)
-        return 0
 
     # ------------------------------------------------------------- geometry
     def _plan_grasp(self, cube: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -415,16 +389,7 @@ class _TransferScript:
         if self.stage == "reach" and self.t < self.servo_until:  # follow the cube until the fingers close
             self.arms[LEFT].p1 = cube[:3] + self._handover_offset
         (p_left, r_left), (p_right, r_right) = (arm.pose(self.t) for arm in self.arms)
-        pos, rot = np.stack([p_left, p_right]), np.stack([r_left, r_right])  # (2,3), (2,3,3)
-        self.q = self.ik.solve(self.q, pos, rot, iters=self.cfg.ik_iters)
-        if self.cfg.joint_noise:  # Ornstein-Uhlenbeck: stationary std joint_noise, correlation time tau
-            a = self.noise_decay
-            kick = math.sqrt(1.0 - a * a) * self.cfg.joint_noise * self.rng.standard_normal((2, 6))
-            self.noise = a * self.noise + kick
-        q = np.clip(self.q + self.noise, self.ik.lower, self.ik.upper)  # (2,6)
-        grips = [arm.grip(self.t) for arm in self.arms]
-        self.t += 1
-        return np.concatenate([q[LEFT], [grips[LEFT]], q[RIGHT], [grips[RIGHT]]])
+        return self._command(np.stack([p_left, p_right]), np.stack([r_left, r_right]))
 
 
 class ScriptedDemonstrator:

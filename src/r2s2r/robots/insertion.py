@@ -24,20 +24,17 @@ import math
 
 import numpy as np
 
-from r2s2r.robots.ik import BimanualIK, PoseTrack, frame_from_axes
+from r2s2r.robots.ik import BimanualIK, frame_from_axes
+from r2s2r.robots.kinematics import quat_matrix
+from r2s2r.robots.scripting import LEFT, OPEN, PITCH, PREGRASP_BACKOFF, RIGHT, StagedScript
 
-# Shared with robots.demonstrators, which imports this module (so it cannot import them from there).
-DT = 0.02  # control period (s) of the reference world: 50 Hz
-OPEN = 1.0  # normalized gripper command: fully open
-LEFT, RIGHT = 0, 1  # arm index; the left arm holds the socket, the right arm the peg
+# The left arm holds the socket, the right arm the peg.
 OBJECT = {RIGHT: slice(0, 7), LEFT: slice(7, 14)}  # each arm's object in environment_state
 MEET = np.array([0.0, 0.5, 0.2])  # the point (m) between peg and socket when they meet
 MEET_GAP = 0.1  # distance (m) of each object's centre from MEET before inserting
 INSERT_GAP = 0.045  # the same once inserted: the peg's tip 1 cm past the pin's end (0.05 just touches)
 SERVO_GAIN = 0.25  # fraction of the peg's measured misalignment corrected per control step
 SERVO_LIMIT = 0.03  # largest such correction (m) per axis
-PITCH = math.radians(60.0)  # downward pitch of both grippers
-PREGRASP_BACKOFF = 0.08  # distance (m) above the grasp point, along the gripper axis, before descending
 GRASP_HEIGHT = {RIGHT: 0.022, LEFT: 0.02}  # grasp point above each object's centre (m)
 LIFT_HEIGHT = 0.1  # how far (m) both arms lift their objects straight up
 # Nominal duration (s) of each scripted motion at speed 1.
@@ -55,19 +52,7 @@ def yaw_of(quat: np.ndarray) -> float:
     return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 
-def quat_matrix(quat: np.ndarray) -> np.ndarray:
-    """Rotation matrix (3,3) of a (w, x, y, z) quaternion."""
-    w, x, y, z = np.asarray(quat, dtype=float) / np.linalg.norm(quat)
-    # fmt: off
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
-    # fmt: on
-
-
-class _InsertionScript:
+class _InsertionScript(StagedScript):
     """One env's insertion episode: a stage machine that schedules Cartesian moves for both arms.
 
     Same interface as the transfer-cube script: built from the first observation, then `act(state, env)`
@@ -75,14 +60,10 @@ class _InsertionScript:
     """
 
     ORDER = ("approach", "descend", "lift", "meet", "align", "insert", "hold")
+    DURATIONS = DURATIONS
 
     def __init__(self, cfg, rng: np.random.Generator, ik: BimanualIK, state: np.ndarray, env: np.ndarray):
-        self.cfg, self.rng, self.ik = cfg, rng, ik
-        self.q = np.stack([state[0:6], state[7:13]]).astype(float)  # (2,6) IK warm start
-        pos, rot = ik.fk(self.q)
-        self.arms = [PoseTrack(pos[a], rot[a], state[6 + 7 * a]) for a in (LEFT, RIGHT)]
-        self.noise = np.zeros((2, 6))  # smoothed joint wobble (rad)
-        self.noise_decay = math.exp(-DT / cfg.joint_noise_tau)
+        self._start(cfg, rng, ik, state)
         self.grasp = {arm: (np.zeros(3), np.eye(3)) for arm in (LEFT, RIGHT)}  # planned grasp per arm
         self.grasp_error = {arm: np.zeros(3) for arm in (LEFT, RIGHT)}  # grasp-point error per arm (m)
         self.in_hand = {arm: (np.zeros(3), np.eye(3)) for arm in (LEFT, RIGHT)}  # object in gripper frame
@@ -90,24 +71,6 @@ class _InsertionScript:
         self.t, self.stage, self.stage_end = 0, "", 0
         self.events: list[tuple[int, str]] = []  # (step, stage entered)
         self._enter("approach", state, env)
-
-    # ------------------------------------------------------------- randomness
-    def _steps(self, name: str) -> int:
-        """Duration in control steps of a nominal segment, with speed and per-segment jitter applied."""
-        jitter = self.cfg.speed_jitter * self.rng.standard_normal() if self.cfg.speed_jitter else 0.0
-        return max(1, round(DURATIONS[name] * max(0.3, 1.0 + jitter) / self.cfg.speed / DT))
-
-    def _timing_error(self) -> int:
-        """Gripper command offset in steps (+ late, - early) for one gripper event."""
-        c = self.cfg
-        noise = c.close_timing_noise * self.rng.standard_normal() if c.close_timing_noise else 0.0
-        return round((c.close_timing + noise) / DT)
-
-    def _pause(self) -> int:
-        """Hesitation before a stage, in steps (0 most of the time)."""
-        if self.cfg.hesitation_prob and self.rng.random() < self.cfg.hesitation_prob:
-            return round(self.rng.uniform(0.0, self.cfg.hesitation_max) / DT)
-        return 0
 
     # ------------------------------------------------------------- geometry
     def _draw_grasp_error(self) -> np.ndarray:
@@ -242,13 +205,4 @@ class _InsertionScript:
             self._servo(env)
         (p_left, r_left), (p_right, r_right) = (arm.pose(self.t) for arm in self.arms)
         p_right = p_right + self.correction
-        pos, rot = np.stack([p_left, p_right]), np.stack([r_left, r_right])  # (2,3), (2,3,3)
-        self.q = self.ik.solve(self.q, pos, rot, iters=self.cfg.ik_iters)
-        if self.cfg.joint_noise:  # Ornstein-Uhlenbeck: stationary std joint_noise, correlation time tau
-            a = self.noise_decay
-            kick = math.sqrt(1.0 - a * a) * self.cfg.joint_noise * self.rng.standard_normal((2, 6))
-            self.noise = a * self.noise + kick
-        q = np.clip(self.q + self.noise, self.ik.lower, self.ik.upper)  # (2,6)
-        grips = [arm.grip(self.t) for arm in self.arms]
-        self.t += 1
-        return np.concatenate([q[LEFT], [grips[LEFT]], q[RIGHT], [grips[RIGHT]]])
+        return self._command(np.stack([p_left, p_right]), np.stack([r_left, r_right]))

@@ -36,8 +36,9 @@ def _spec_joint(mjcf_name: str) -> str:
     return f"{prefix.split('_')[-1]}_{joint}"
 
 
-def _quat_to_matrix(q: np.ndarray) -> np.ndarray:
-    w, x, y, z = q / np.linalg.norm(q)
+def quat_matrix(q: np.ndarray) -> np.ndarray:
+    """Rotation matrix (3,3) of a (w, x, y, z) quaternion."""
+    w, x, y, z = np.asarray(q, dtype=float) / np.linalg.norm(q)
     return np.array([
         [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
         [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
@@ -114,7 +115,7 @@ class GraspKinematics(nn.Module):
                         raise ValueError(f"joint {name} of {body_name}'s chain is not in the robot spec.")
                     index = spec.joint_names.index(name)
                 chain.append((
-                    model.body_pos[body].copy(), _quat_to_matrix(model.body_quat[body]),
+                    model.body_pos[body].copy(), quat_matrix(model.body_quat[body]),
                     model.jnt_axis[hinges[0]].copy() if hinges else np.zeros(3),
                     model.jnt_pos[hinges[0]].copy() if hinges else np.zeros(3), index,
                 ))  # fmt: skip

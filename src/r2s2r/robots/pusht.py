@@ -208,15 +208,9 @@ class PushTWorld:
 
     def step(self, actions: np.ndarray, render: bool = True) -> StepResult:
         """Apply one target position per env for one control period (1/10 s) and observe the result."""
-        actions = np.asarray(actions, dtype=float)
-        if actions.shape != (self.cfg.num_envs, self.spec.action_dim):
-            raise ValueError(
-                f"actions has shape {actions.shape}, expected ({self.cfg.num_envs}, {self.spec.action_dim}): "
-                "one 2-D target position (x, y in 0..512) of the agent per env."
-            )
-        if not np.isfinite(actions).all():
-            bad = sorted(set(np.nonzero(~np.isfinite(actions))[0].tolist()))
-            raise ValueError(f"actions for env(s) {bad} contain NaN or inf; the policy produced them.")
+        actions = self.spec.checked_actions(
+            actions, self.cfg.num_envs, "one 2-D target position (x, y in 0..512) of the agent per env"
+        )
         actions = np.clip(actions, 0.0, PUSHT_ARENA)  # gym-pusht's action space
         coverage = np.zeros(self.cfg.num_envs)
         for i, env in enumerate(self.envs):

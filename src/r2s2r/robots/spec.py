@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 # Velocity and acceleration limits. Interbotix publishes `<limit velocity="${pi}">` for every ViperX 300s arm
 # joint (vx300s.urdf.xacro), but gym-aloha's MJCF enforces no velocity limit and its stiff position servos
 # move faster: the demonstrators' recordings reach 20 rad/s averaged over 0.1 s, and single 20 ms steps
@@ -99,6 +101,19 @@ class EmbodimentSpec:
     @property
     def state_dim(self) -> int:
         return len(self.joint_names)
+
+    def checked_actions(self, actions, num_envs: int, meaning: str) -> np.ndarray:
+        """`actions` as a float array (num_envs, action_dim), or a ValueError naming the expected shape
+        (what one action is: `meaning`) or the envs whose actions are not finite."""
+        actions = np.asarray(actions, dtype=float)
+        if actions.shape != (num_envs, self.action_dim):
+            raise ValueError(
+                f"actions has shape {actions.shape}, expected ({num_envs}, {self.action_dim}): {meaning}."
+            )
+        if not np.isfinite(actions).all():
+            bad = sorted(set(np.nonzero(~np.isfinite(actions))[0].tolist()))
+            raise ValueError(f"actions for env(s) {bad} contain NaN or inf; the policy produced them.")
+        return actions
 
 
 def aloha_spec(model_xml: str | Path | None = None) -> EmbodimentSpec:
