@@ -248,7 +248,7 @@ def test_sketches_reach_their_own_patch_and_come_from_proprio_targets_and_object
     den = WorldModel(cfg).denoiser
     with torch.no_grad():
         den.patch_out.weight.normal_(0, 0.2)
-        den.sketch_in.weight.normal_(0, 0.2)  # zero at init, like the output layer
+        den.sketch_in["aloha"].weight.normal_(0, 0.2)  # zero at init, like the output layer
     B, K, V = 1, cfg.context_frames, cfg.num_views
     args = (torch.randn(B, V, 3, 32, 32), torch.ones(B), torch.randn(B, K, V, 3, 32, 32), torch.zeros(B))
     rest = (torch.randn(B, K, cfg.chunk_dim * cfg.action_features), torch.randn(B, K, cfg.state_dim))
@@ -271,10 +271,14 @@ def test_sketches_reach_their_own_patch_and_come_from_proprio_targets_and_object
     poses = batch["observation.environment_state"][:, K - 1 : K + 1]  # (B,2,7)
     drawn = model.sketches(chunks, states, poses)
     assert drawn.shape == (4, 2, V, 3, 32, 32)
-    assert model._sketch.cameras == [model._sketch.model.camera(c).id for c in ("top", "left_wrist")]
-    now = model._sketch(batch["observation.state"][:, K - 1], poses[:, 0])
+    assert model._sketches["aloha"].cameras == [
+        model._sketches["aloha"].model.camera(c).id for c in ("top", "left_wrist")
+    ]
+    now = model._sketches["aloha"](batch["observation.state"][:, K - 1], poses[:, 0])
     torch.testing.assert_close(drawn[:, 0], now)
-    torch.testing.assert_close(drawn[:, 1], model._sketch(batch["action"][:, K - 1, -1], poses[:, 1]))
+    torch.testing.assert_close(
+        drawn[:, 1], model._sketches["aloha"](batch["action"][:, K - 1, -1], poses[:, 1])
+    )
     assert (drawn[:, 1] - drawn[:, 0]).abs().max() > 0.5  # the arms move within a chunk of these clips
     assert drawn[:, :, 0, 2].amax(dim=(-2, -1)).min() > 0.5  # the cube is on the table, in the top view
     shifted = poses.clone()

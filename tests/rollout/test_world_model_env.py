@@ -120,7 +120,7 @@ def test_the_imagined_frame_draws_the_cube_where_the_head_puts_it(recorded, star
     assert model.config.sketched_objects == 1
     with torch.no_grad():
         model.denoiser.patch_out.weight.normal_(0, 0.05)
-        model.denoiser.sketch_in.weight.normal_(0, 0.2)
+        model.denoiser.sketch_in["aloha"].weight.normal_(0, 0.2)
     env = WorldModelEnv(model, num_envs=2, seed=5)
     env.reset(first)
     torch.testing.assert_close(env.pose, poses_now)

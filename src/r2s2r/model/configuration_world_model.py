@@ -49,6 +49,26 @@ class StateHeadConfig:
             raise ValueError("head.ensemble, head.latent_dim and head.hidden must all be >= 1.")
 
 
+@dataclass
+class EmbodimentConfig:
+    """Another robot whose data the denoiser learns from, beside the model's own (`WorldModelConfig.robot`):
+    its action and proprio projections, view embeddings and joint tokens are its own, the rest is shared."""
+
+    robot: str  # its name in r2s2r/robots/spec.py
+    action_dim: int
+    state_dim: int
+    cameras: tuple[str, ...]  # its views, in this order
+    frame_stride: int  # its control steps per model frame (the model's frame rate is shared)
+    arm_sketch: bool = False  # its arms are sketched (a robot with arm chains and joint-target actions)
+
+    def __post_init__(self) -> None:
+        self.cameras = tuple(self.cameras)
+        if not self.cameras or min(self.action_dim, self.state_dim, self.frame_stride) < 1:
+            raise ValueError(
+                f"embodiment '{self.robot}' needs cameras and action_dim, state_dim, frame_stride >= 1."
+            )
+
+
 # Version 1 wrote the head's fields flat, under these names.
 V1_HEAD_FIELDS = {
     "latent_dim": "latent_dim", "head_hidden": "hidden", "ensemble": "ensemble",
@@ -110,6 +130,10 @@ class WorldModelConfig:
     sampling_steps: int = 1  # flow-matching Euler steps per imagined frame (1 reads the conditional mean)
     reward_levels: int = 5  # staged reward values 0..reward_levels-1 (transfer-cube: 0..4)
     head: StateHeadConfig = field(default_factory=StateHeadConfig)  # the state-dynamics head
+    embodiments: list[EmbodimentConfig] = field(default_factory=list)  # other robots the denoiser knows
+    # (pretraining on several robots); the head and the judge serve `robot` and `task` only
+    tasks: tuple[str, ...] = ()  # tasks with a learnt embedding (their datasets' task texts); () = none
+    task: str = ""  # the task the head and judge serve, one of `tasks` (or "" when `tasks` is empty)
     judge_width: int = 32  # success/reward judge: channels of its first conv layer
     state_loss_weight: float = 1.0  # weight of the state-dynamics head's loss in the total
     judge_loss_weight: float = 0.5  # weight of the judge's loss in the total
@@ -118,6 +142,10 @@ class WorldModelConfig:
         self.cameras = tuple(self.cameras)
         if isinstance(self.head, dict):
             self.head = StateHeadConfig(**self.head)
+        self.embodiments = [e if isinstance(e, EmbodimentConfig) else EmbodimentConfig(**e)
+                            for e in self.embodiments]  # fmt: skip
+        self.tasks = tuple(self.tasks)
+        self._check_embodiments()
         if not self.cameras:
             raise ValueError("cameras is empty; the world model needs at least one view.")
         for side in ("image_height", "image_width"):
@@ -163,7 +191,42 @@ class WorldModelConfig:
                 "head.reads_objects=True and env_state_dim > 0 (an observed object pose)."
             )
 
+    def _check_embodiments(self) -> None:
+        names = [self.robot] + [e.robot for e in self.embodiments]
+        if len(set(names)) != len(names):
+            raise ValueError(f"embodiments {names} name a robot twice; each robot is listed once.")
+        if self.relative_actions and any(e.action_dim != e.state_dim for e in self.embodiments):
+            raise ValueError("relative_actions needs every embodiment's actions to be joint targets.")
+        if len(set(self.tasks)) != len(self.tasks):
+            raise ValueError(f"tasks {list(self.tasks)} name a task twice.")
+        if (self.task or self.tasks) and self.task not in self.tasks:
+            raise ValueError(f"task {self.task!r} is not one of tasks {list(self.tasks)}.")
+
     # ------------------------------------------------------------------ derived
+    @property
+    def robots(self) -> list[str]:
+        """Every robot the denoiser knows, the model's own first."""
+        return [self.robot] + [e.robot for e in self.embodiments]
+
+    def embodiment(self, robot: str | None = None) -> EmbodimentConfig:
+        """The dims, views and frame stride of `robot` (None: the model's own)."""
+        if robot in (None, self.robot):
+            own = self.arm_sketch
+            return EmbodimentConfig(self.robot, self.action_dim, self.state_dim, self.cameras,
+                                    self.frame_stride, own)  # fmt: skip
+        for e in self.embodiments:
+            if e.robot == robot:
+                return e
+        raise ValueError(
+            f"the model knows robots {self.robots}, not '{robot}'; pretrain with data of '{robot}' first "
+            "(no action or proprio projection exists for it)."
+        )
+
+    @property
+    def task_index(self) -> int:
+        """Row of `task` in the task embedding; -1 when the model has none."""
+        return self.tasks.index(self.task) if self.tasks else -1
+
     @property
     def num_views(self) -> int:
         return len(self.cameras)
@@ -254,6 +317,9 @@ class WorldModelConfig:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["cameras"] = list(self.cameras)
+        d["tasks"] = list(self.tasks)
+        for e in d["embodiments"]:
+            e["cameras"] = list(e["cameras"])
         return d
 
     def save(self, directory: str | Path) -> None:

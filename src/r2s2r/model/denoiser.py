@@ -24,7 +24,7 @@ from diffusers.models.embeddings import TimestepEmbedding, Timesteps, get_2d_sin
 from einops import rearrange
 from torch import nn
 
-from r2s2r.model.configuration_world_model import WorldModelConfig
+from r2s2r.model.configuration_world_model import EmbodimentConfig, WorldModelConfig
 
 
 def mlp(dim_in: int, dim_hidden: int, dim_out: int) -> nn.Sequential:
@@ -66,32 +66,30 @@ class MultiViewDenoiser(nn.Module):
         self.patch_in = nn.Linear(cfg.patch_dim, D)
         if cfg.stack_context:  # the target's tokens also see the context frames' patches at their place
             self.context_in = nn.Linear(cfg.context_frames * cfg.patch_dim, D)
-        if cfg.arm_sketch:  # arms' stick figures (objects' boxes) now and next, at the target's patches
-            from r2s2r.robots.arm_sketch import sketch_channels
-
-            self.sketch_in = nn.Linear(2 * sketch_channels(cfg.robot, cfg.sketched_objects) * p * p, D)
         pos = get_2d_sincos_pos_embed(D, self.grid, base_size=self.grid[0], output_type="pt")  # (P,D)
         self.register_buffer("pos_emb", pos.float().reshape(1, 1, 1, -1, D), persistent=False)
-        self.view_emb = nn.Parameter(torch.zeros(1, 1, cfg.num_views, 1, D))
         self.frame_emb = nn.Parameter(torch.zeros(1, cfg.context_frames + 1, 1, 1, D))
-        nn.init.normal_(self.view_emb, std=0.02)
         nn.init.normal_(self.frame_emb, std=0.02)
-        # Conditioning: noise level (sinusoidal, as diffusers' DiT), actions and proprio through projections
-        # named by the robot, so one model can hold several embodiments.
+        # Conditioning: noise level (sinusoidal, as diffusers' DiT), the task, and actions and proprio through
+        # projections named by the robot, so one model holds several embodiments (`cfg.robots`).
         self.noise_proj = Timesteps(D, flip_sin_to_cos=True, downscale_freq_shift=0)
         self.noise_emb = TimestepEmbedding(D, D)
-        self.action_emb = nn.ModuleDict({cfg.robot: mlp(cfg.chunk_dim * cfg.action_features, D, D)})
-        self.state_emb = nn.ModuleDict({cfg.robot: mlp(cfg.state_dim, D, D)})
+        if cfg.tasks:
+            self.task_emb = nn.Embedding(len(cfg.tasks), D)
+            nn.init.normal_(self.task_emb.weight, std=0.02)
         self.no_action = nn.Parameter(torch.zeros(1, 1, D))  # what led into the first context frame
+        self.view_emb, self.action_emb, self.state_emb = nn.ParameterDict(), nn.ModuleDict(), nn.ModuleDict()
+        self.sketch_in = nn.ModuleDict()
         if cfg.joint_tokens:  # one token per joint: its `frame_stride` action values / its proprio value
-            self.action_token = nn.ModuleDict(
-                {cfg.robot: nn.Linear(cfg.frame_stride * cfg.action_features, D)}
-            )
-            self.state_token = nn.ModuleDict({cfg.robot: nn.Linear(1, D)})
-            self.action_joint = nn.Parameter(torch.randn(1, 1, cfg.action_dim, D) * 0.02)
-            self.state_joint = nn.Parameter(torch.randn(1, 1, cfg.state_dim, D) * 0.02)
-            self.no_action_tokens = nn.Parameter(torch.zeros(1, 1, cfg.action_dim, D))  # into frame 0
-            self.unknown_state = nn.Parameter(torch.zeros(1, 1, cfg.state_dim, D))  # the target's proprio
+            self.action_token, self.state_token = nn.ModuleDict(), nn.ModuleDict()
+            self.action_joint, self.state_joint = nn.ParameterDict(), nn.ParameterDict()
+            self.no_action_tokens, self.unknown_state = (
+                nn.ParameterDict(),
+                nn.ParameterDict(),
+            )  # into frame 0,
+            # the target's proprio (and, for footage without actions, every frame's)
+        for robot in cfg.robots:
+            self._add_embodiment(cfg.embodiment(robot), cfg.sketched_objects if robot == cfg.robot else 0)
         self.blocks = nn.ModuleList([Block(D, cfg.heads, cfg.mlp_ratio) for _ in range(cfg.depth)])
         self.final_norm = nn.LayerNorm(D, elementwise_affine=False, eps=1e-6)
         self.final_modulation = nn.Sequential(nn.SiLU(), nn.Linear(D, 2 * D))
@@ -99,6 +97,40 @@ class MultiViewDenoiser(nn.Module):
         for layer in (self.final_modulation[1], self.patch_out):
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)
+
+    def _add_embodiment(self, e: EmbodimentConfig, objects: int) -> None:
+        """The parts that belong to one robot: its views' embeddings, action and proprio projections, joint
+        tokens and, for a robot with arm chains, the sketch projection."""
+        cfg, D, p, r = self.cfg, self.cfg.width, self.cfg.patch_size, e.robot
+        self.view_emb[r] = nn.Parameter(torch.randn(1, 1, len(e.cameras), 1, D) * 0.02)
+        self.action_emb[r] = mlp(e.frame_stride * e.action_dim * cfg.action_features, D, D)
+        self.state_emb[r] = mlp(e.state_dim, D, D)
+        if e.arm_sketch:  # arms' stick figures (objects' boxes) now and next, at the target's patches
+            from r2s2r.robots.arm_sketch import sketch_channels
+
+            self.sketch_in[r] = nn.Linear(2 * sketch_channels(r, objects) * p * p, D)
+        if cfg.joint_tokens:
+            self.action_token[r] = nn.Linear(e.frame_stride * cfg.action_features, D)
+            self.state_token[r] = nn.Linear(1, D)
+            self.action_joint[r] = nn.Parameter(torch.randn(1, 1, e.action_dim, D) * 0.02)
+            self.state_joint[r] = nn.Parameter(torch.randn(1, 1, e.state_dim, D) * 0.02)
+            self.no_action_tokens[r] = nn.Parameter(torch.zeros(1, 1, e.action_dim, D))
+            self.unknown_state[r] = nn.Parameter(torch.zeros(1, 1, e.state_dim, D))
+
+    def target_reads(
+        self, target: torch.Tensor, context_patches: torch.Tensor, sketch: torch.Tensor | None, robot: str,
+        known: torch.Tensor | None,
+    ) -> torch.Tensor:  # fmt: skip
+        """The target's patch tokens (B,V,P,D) plus what they read at their own place: the context frames'
+        pixels (`stack_context`) and the arms' sketches (robots with a sketch; none for unknown actions)."""
+        if self.cfg.stack_context:
+            target = target + self.context_in(rearrange(context_patches, "b k v p d -> b v p (k d)"))
+        if robot in self.sketch_in:
+            if sketch is None:
+                raise ValueError("this denoiser was built with arm_sketch: pass the arms' sketches.")
+            sketched = self.sketch_in[robot](rearrange(self.patchify(sketch), "b f v p d -> b v p (f d)"))
+            target = target + (sketched if known is None else sketched * known[:, None, None, None])
+        return target
 
     def patchify(self, frames: torch.Tensor) -> torch.Tensor:
         p = self.cfg.patch_size
@@ -111,7 +143,14 @@ class MultiViewDenoiser(nn.Module):
         )  # (B,V,3,H,W)
 
     def conditioning(
-        self, sigma: torch.Tensor, context_sigma: torch.Tensor, chunks: torch.Tensor, states: torch.Tensor
+        self,
+        sigma: torch.Tensor,
+        context_sigma: torch.Tensor,
+        chunks: torch.Tensor,
+        states: torch.Tensor,
+        robot: str,
+        task: torch.Tensor | None,
+        known: torch.Tensor | None,
     ) -> torch.Tensor:
         """Per-frame conditioning (B, K+1, D): context frames 0..K-1, then the target frame."""
         B, K = states.shape[:2]
@@ -119,21 +158,35 @@ class MultiViewDenoiser(nn.Module):
         noise = self.noise_emb(self.noise_proj(levels.reshape(-1) * 1000).to(states.dtype)).reshape(
             B, K + 1, -1
         )
-        actions = self.action_emb[self.cfg.robot](chunks)  # (B,K,D): chunk k leads from frame k to k+1
+        actions = self.action_emb[robot](chunks)  # (B,K,D): chunk k leads from frame k to k+1
+        proprio = self.state_emb[robot](states)  # (B,K,D), measured at the context frames only
+        if known is not None:  # footage without actions: no chunk led anywhere, no proprio was measured
+            actions = torch.where(known[:, None, None], actions, self.no_action)
+            proprio = proprio * known[:, None, None]
         led_into = torch.cat([self.no_action.expand(B, 1, -1), actions], dim=1)  # (B,K+1,D)
-        proprio = self.state_emb[self.cfg.robot](states)  # (B,K,D), measured at the context frames only
         proprio = torch.cat([proprio, torch.zeros_like(proprio[:, :1])], dim=1)  # (B,K+1,D)
-        return noise + led_into + proprio
+        cond = noise + led_into + proprio
+        if self.cfg.tasks:
+            if task is None:  # the model's own task
+                task = torch.full((B,), self.cfg.task_index, dtype=torch.long, device=cond.device)
+            cond = cond + self.task_emb(task)[:, None]
+        return cond
 
-    def joint_tokens(self, chunks: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+    def joint_tokens(
+        self, chunks: torch.Tensor, states: torch.Tensor, robot: str, known: torch.Tensor | None
+    ) -> torch.Tensor:
         """Per-frame joint tokens (B, K+1, A+S, D): the chunk that led into the frame, then its proprio."""
-        cfg, (B, K) = self.cfg, states.shape[:2]
-        per_joint = chunks.reshape(B, K, -1, cfg.action_dim).transpose(2, 3)  # (B,K,A,stride*features)
-        actions = self.action_token[cfg.robot](per_joint) + self.action_joint  # (B,K,A,D)
-        actions = torch.cat([self.no_action_tokens.expand(B, 1, -1, -1) + self.action_joint, actions], dim=1)
-        proprio = self.state_token[cfg.robot](states[..., None]) + self.state_joint  # (B,K,S,D)
-        unknown = self.unknown_state.expand(B, 1, -1, -1) + self.state_joint
-        return torch.cat([actions, torch.cat([proprio, unknown], dim=1)], dim=2)  # (B,K+1,A+S,D)
+        (B, K), A = states.shape[:2], self.cfg.embodiment(robot).action_dim
+        per_joint = chunks.reshape(B, K, -1, A).transpose(2, 3)  # (B,K,A,stride*features)
+        no_action, unknown = self.no_action_tokens[robot], self.unknown_state[robot]
+        actions = self.action_token[robot](per_joint)  # (B,K,A,D)
+        proprio = self.state_token[robot](states[..., None])  # (B,K,S,D)
+        if known is not None:  # footage without actions: every chunk and proprio is unknown
+            actions = torch.where(known[:, None, None, None], actions, no_action)
+            proprio = torch.where(known[:, None, None, None], proprio, unknown)
+        actions = torch.cat([no_action.expand(B, 1, -1, -1), actions], dim=1) + self.action_joint[robot]
+        proprio = torch.cat([proprio, unknown.expand(B, 1, -1, -1)], dim=1) + self.state_joint[robot]
+        return torch.cat([actions, proprio], dim=2)  # (B,K+1,A+S,D)
 
     def forward(
         self,
@@ -144,6 +197,9 @@ class MultiViewDenoiser(nn.Module):
         chunks: torch.Tensor,
         states: torch.Tensor,
         sketch: torch.Tensor | None = None,
+        robot: str | None = None,
+        task: torch.Tensor | None = None,
+        known: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The raw network output F for the target frame (see `WorldModel.precondition`).
 
@@ -152,36 +208,37 @@ class MultiViewDenoiser(nn.Module):
             sigma: (B,) noise level in [0,1] (0 clean, 1 pure noise).
             context: (B,K,V,3,H,W) context frames, pixels in [-1,1], possibly noised to `context_sigma`.
             context_sigma: (B,) noise level of the context frames.
-            chunks: (B,K,features*stride*A) normalized action chunks; chunk k leads from frame k to frame k+1
-                (the last one from the last context frame to the target); with `relative_actions` the targets'
-                offsets from the proprio follow the targets (`WorldModel.denoiser_chunks`).
+            chunks: (B,K,features*stride*A) normalized action chunks, chunk k from frame k to k+1 (the last
+                into the target), with `relative_actions` then offsets from the proprio (`denoiser_chunks`).
             states: (B,K,S) normalized proprio at the context frames.
-            sketch: (B,2,V,channels,H,W) with `arm_sketch`: the arms' stick figures at the last context
-                frame's joints and at the last chunk's final targets, then with `object_sketch` the objects'
-                boxes at the last context frame and in the target frame (`WorldModel.sketches`).
+            sketch: (B,2,V,channels,H,W) with `arm_sketch`: the arms' stick figures at the last context frame
+                and at the last chunk's final targets (and objects' boxes) (`WorldModel.sketches`).
+            robot, task, known: whose views, actions and proprio (None: the model's own, `cfg.robot`); (B,)
+                rows of the task embedding (None: the model's own task); (B,) bool, False for footage
+                without actions, whose chunks and proprio are then ignored (None: all known).
         """
+        cfg, robot = self.cfg, robot or self.cfg.robot
         context_patches = self.patchify(context)  # (B,K,V,P,pd)
         patches = self.patchify(noisy[:, None])  # (B,1,V,P,pd): the target's; the context arrives stacked
-        if self.cfg.context_tokens:
+        if cfg.context_tokens:
             patches = torch.cat([context_patches, patches], dim=1)  # (B,K+1,V,P,pd)
-        cond = self.conditioning(sigma, context_sigma, chunks, states)  # (B,K+1,D)
-        x = self.patch_in(patches) + self.pos_emb + self.view_emb + self.frame_emb[:, -patches.shape[1] :]
+        cond = self.conditioning(sigma, context_sigma, chunks, states, robot, task, known)  # (B,K+1,D)
+        x = (
+            self.patch_in(patches)
+            + self.pos_emb
+            + self.view_emb[robot]
+            + self.frame_emb[:, -patches.shape[1] :]
+        )
         B, F, V, P, D = x.shape  # (B,F,V,P,D): F = K+1 frames, or the target alone
-        target = x[:, -1]  # (B,V,P,D) the target's patches also read, at their own place:
-        if self.cfg.stack_context:  # the context frames' pixels
-            target = target + self.context_in(rearrange(context_patches, "b k v p d -> b v p (k d)"))
-        if self.cfg.arm_sketch:  # the arms' sketches
-            if sketch is None:
-                raise ValueError("this denoiser was built with arm_sketch: pass the arms' sketches.")
-            target = target + self.sketch_in(rearrange(self.patchify(sketch), "b f v p d -> b v p (f d)"))
+        target = self.target_reads(x[:, -1], context_patches, sketch, robot, known)
         x = torch.cat([x[:, :-1], target[:, None]], dim=1)
         x = x.reshape(B, F, V * P, D)
-        if self.cfg.joint_tokens:
-            joints = self.joint_tokens(chunks, states) + self.frame_emb[:, :, 0]  # (B,K+1,A+S,D)
-            if not self.cfg.context_tokens:  # one group: each frame's joints carry that frame's conditioning
+        if cfg.joint_tokens:
+            joints = self.joint_tokens(chunks, states, robot, known) + self.frame_emb[:, :, 0]
+            if not cfg.context_tokens:  # one group: each frame's joints carry that frame's conditioning
                 joints = (joints + cond[:, :, None]).reshape(B, 1, -1, D)
             x = torch.cat([x, joints], dim=2)
-        if not self.cfg.context_tokens:
+        if not cfg.context_tokens:
             cond = cond[:, -1:]  # adaLN of the one group: the target frame's
         per_frame = x.shape[2]
         x = x.reshape(B, F * per_frame, D)  # one sequence: every view (of every frame) attends to every other

@@ -34,6 +34,34 @@ RELATIVE_UNIT = 0.2  # relative actions are read in units of a fifth of the acti
 ROBUST_SPAN = 4.65  # the 1-99 % range of a normal distribution, in standard deviations
 
 
+class RobotStats(nn.Module):
+    """Normalization of another robot's actions and proprio (the model's own robot's are `WorldModel`'s)."""
+
+    def __init__(self, action_dim: int, state_dim: int):
+        super().__init__()
+        for name, dim in (("state", state_dim), ("action", action_dim)):
+            self.register_buffer(f"{name}_mean", torch.zeros(dim))
+            self.register_buffer(f"{name}_std", torch.ones(dim))
+
+
+# Checkpoints from before embodiments were named kept one robot's per-robot parameters unnamed.
+UNNAMED_ROBOT_PARTS = ("view_emb", "action_joint", "state_joint", "no_action_tokens", "unknown_state")
+
+
+def name_robot_parts(state: dict[str, torch.Tensor], robot: str) -> dict[str, torch.Tensor]:
+    """An older checkpoint's weights with its robot's parts under the robot's name (`denoiser.view_emb` ->
+    `denoiser.view_emb.<robot>`, `denoiser.sketch_in.weight` -> `denoiser.sketch_in.<robot>.weight`)."""
+    renamed = {}
+    for key, value in state.items():
+        head, _, tail = key.partition(".")
+        if head == "denoiser" and tail in UNNAMED_ROBOT_PARTS:
+            key = f"denoiser.{tail}.{robot}"
+        elif head == "denoiser" and tail in ("sketch_in.weight", "sketch_in.bias"):
+            key = f"denoiser.sketch_in.{robot}.{tail.split('.')[1]}"
+        renamed[key] = value
+    return renamed
+
+
 class WorldModel(nn.Module):
     def __init__(self, config: WorldModelConfig):
         super().__init__()
@@ -45,9 +73,11 @@ class WorldModel(nn.Module):
         for name, dim in dims.items():
             self.register_buffer(f"{name}_mean", torch.zeros(dim))
             self.register_buffer(f"{name}_std", torch.ones(dim))
+        self.robot_stats = nn.ModuleDict({e.robot: RobotStats(e.action_dim, e.state_dim)
+                                          for e in config.embodiments})  # fmt: skip
         # running mean of each view's squared denoising target (view_balance); training state, not saved
         self.register_buffer("view_energy", torch.zeros(config.num_views), persistent=False)
-        self._sketch = None  # robots/arm_sketch.ArmSketch, built on first use (arm_sketch)
+        self._sketches = {}  # robot -> robots/arm_sketch.ArmSketch, built on first use (arm_sketch)
 
     # ------------------------------------------------------------------ normalization
     def set_stats(self, stats: dict[str, dict[str, torch.Tensor]]) -> None:
@@ -66,24 +96,47 @@ class WorldModel(nn.Module):
             getattr(self, f"{name}_std").copy_(std.clamp_min(1e-2))
         self.state_head.set_scales(self)
 
-    def norm(self, name: str, x: torch.Tensor) -> torch.Tensor:
-        return (x - getattr(self, f"{name}_mean")) / getattr(self, f"{name}_std")
+    def set_robot_stats(self, robot: str, stats: dict[str, dict[str, torch.Tensor]]) -> None:
+        """Mean/std of another robot's action and observation.state (LeRobot keys, as `set_stats`)."""
+        holder = self.robot_stats[robot]
+        for name in ("state", "action"):
+            key = STAT_KEYS[name]
+            getattr(holder, f"{name}_mean").copy_(stats[key]["mean"])
+            getattr(holder, f"{name}_std").copy_(stats[key]["std"].clamp_min(1e-2))
 
-    def unnorm(self, name: str, x: torch.Tensor) -> torch.Tensor:
-        return x * getattr(self, f"{name}_std") + getattr(self, f"{name}_mean")
+    def stats_of(self, robot: str | None = None) -> nn.Module:
+        """What holds `robot`'s action and proprio statistics (this model for its own robot)."""
+        return self if robot in (None, self.config.robot) else self.robot_stats[robot]
 
-    def norm_chunks(self, actions: torch.Tensor) -> torch.Tensor:
+    def norm(self, name: str, x: torch.Tensor, robot: str | None = None) -> torch.Tensor:
+        holder = self.stats_of(robot)
+        return (x - getattr(holder, f"{name}_mean")) / getattr(holder, f"{name}_std")
+
+    def unnorm(self, name: str, x: torch.Tensor, robot: str | None = None) -> torch.Tensor:
+        holder = self.stats_of(robot)
+        return x * getattr(holder, f"{name}_std") + getattr(holder, f"{name}_mean")
+
+    def norm_chunks(self, actions: torch.Tensor, robot: str | None = None) -> torch.Tensor:
         """Raw actions (...,stride,A) -> normalized flat chunks (..., stride*A)."""
-        return self.norm("action", actions).flatten(-2)
+        return self.norm("action", actions, robot).flatten(-2)
 
-    def frames(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def batch_robot(self, batch: dict[str, torch.Tensor]) -> str:
+        """Whose data a batch holds: `robot_index` (one robot per batch) names a row of `config.robots`."""
+        if "robot_index" not in batch:
+            return self.config.robot
+        index = batch["robot_index"]
+        if bool((index != index[0]).any()):
+            raise ValueError(
+                "a batch mixes robots; batches must hold one robot's clips (MixtureBatchSampler)."
+            )
+        return self.config.robots[int(index[0])]
+
+    def frames(self, batch: dict[str, torch.Tensor], robot: str | None = None) -> torch.Tensor:
         """All views of a clip at model resolution, in [-1,1]: (B,T,V,3,h,w)."""
-        views = []
-        for key in self.config.camera_keys:
+        views, cameras = [], self.config.embodiment(robot).cameras
+        for key in [f"observation.images.{c}" for c in cameras]:
             if key not in batch:
-                raise KeyError(
-                    f"the batch has no '{key}'; the world model was trained on {self.config.cameras}."
-                )
+                raise KeyError(f"the batch has no '{key}'; the world model was trained on {list(cameras)}.")
             x = batch[key]  # (B,T,3,H,W) in [0,1]
             B, T = x.shape[:2]
             size = (self.config.image_height, self.config.image_width)
@@ -94,17 +147,40 @@ class WorldModel(nn.Module):
 
     # ------------------------------------------------------------------ losses
     def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
-        frames = self.frames(batch)  # (B,T,V,3,h,w)
-        states = self.norm("state", batch["observation.state"])  # (B,T,S)
-        chunks = self.norm_chunks(batch["action"])  # (B,T-1,C)
-        poses = batch.get("observation.environment_state") if self.config.sketched_objects else None
-        denoise = self.denoise_loss(frames, states, chunks, poses)
-        state = self.state_loss(frames, states, chunks, batch)
-        judge = self.judge_loss(frames, batch)
+        """Losses of a batch of one robot's clips; in a mixture (`robot_index`, `task_index`, `actions_known`
+        per sample) the head and the judge learn only from clips of the model's own robot and task with
+        actions."""
+        robot = self.batch_robot(batch)
+        frames = self.frames(batch, robot)  # (B,T,V,3,h,w)
+        states = self.norm("state", batch["observation.state"], robot)  # (B,T,S)
+        chunks = self.norm_chunks(batch["action"], robot)  # (B,T-1,C)
+        own = robot == self.config.robot
+        poses = batch.get("observation.environment_state") if self.config.sketched_objects and own else None
+        task, known = batch.get("task_index"), batch.get("actions_known")
+        denoise = self.denoise_loss(frames, states, chunks, poses, robot, task, known)
+        mine = self.own_samples(batch, robot)
+        if mine is None:
+            state = judge = frames.new_zeros(())
+        else:
+            pick = {k: v[mine] for k, v in batch.items()}
+            state = self.state_loss(frames[mine], states[mine], chunks[mine], pick)
+            judge = self.judge_loss(frames[mine], pick)
         cfg = self.config
         loss = denoise + cfg.state_loss_weight * state + cfg.judge_loss_weight * judge
         logs = {"loss": loss.item(), "denoise": denoise.item(), "state": state.item(), "judge": judge.item()}
         return loss, logs
+
+    def own_samples(self, batch: dict[str, torch.Tensor], robot: str) -> torch.Tensor | None:
+        """(B,) mask of the clips the head and judge learn from (the model's own robot and task, with
+        actions), or None when there are none."""
+        if robot != self.config.robot:
+            return None
+        mine = torch.ones(len(batch["observation.state"]), dtype=torch.bool, device=batch["action"].device)
+        if "task_index" in batch and self.config.tasks:
+            mine = mine & (batch["task_index"] == self.config.task_index)
+        if "actions_known" in batch:
+            mine = mine & batch["actions_known"].bool()
+        return mine if bool(mine.any()) else None
 
     def denoise_loss(
         self,
@@ -112,9 +188,13 @@ class WorldModel(nn.Module):
         states: torch.Tensor,
         chunks: torch.Tensor,
         poses: torch.Tensor | None = None,
+        robot: str | None = None,
+        task: torch.Tensor | None = None,
+        known: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Flow matching on one future frame: x_s = (1-s) x0 + s noise, the network predicts noise - x0.
-        `poses` (B,T,E): the clips' raw object poses, which `object_sketch` draws (jittered)."""
+        `poses` (B,T,E): the clips' raw object poses, which `object_sketch` draws (jittered). `robot`, `task`
+        and `known` as `MultiViewDenoiser.forward` reads them."""
         B, T = frames.shape[:2]
         K = self.config.context_frames
         if T <= K:
@@ -138,12 +218,13 @@ class WorldModel(nn.Module):
                     "record it, or set object_sketch=False."
                 )
             poses = self.jitter_poses(poses[:, j - 1 : j + 1])
-        sketch = self.sketches(chunks, states, poses)
-        out = self.denoiser(
-            noisy, sigma, context, context_sigma, self.denoiser_chunks(chunks, states), states, sketch
-        )
+        sketch = self.sketches(chunks, states, poses, robot)
+        chunks = self.denoiser_chunks(chunks, states, robot)
+        out = self.denoiser(noisy, sigma, context, context_sigma, chunks, states, sketch, robot, task, known)
         c_skip, c_out = self.precondition(sigma)
         per_view = F.mse_loss(out, (x0 - c_skip * noisy) / c_out, reduction="none").mean(dim=(0, 2, 3, 4))
+        if robot not in (None, self.config.robot):  # view_balance tracks the model's own views only
+            return per_view.mean()
         return (self.view_weights(x0) * per_view).mean()
 
     def view_weights(self, x0: torch.Tensor | None = None) -> torch.Tensor:
@@ -183,56 +264,62 @@ class WorldModel(nn.Module):
         chunks: torch.Tensor,
         states: torch.Tensor,
         sketch: torch.Tensor | None = None,
+        robot: str | None = None,
     ) -> torch.Tensor:
         """The flow-matching velocity (noise - x0) at `noisy`, from the preconditioned x0 prediction.
         `sketch`: `sketches(chunks, states, poses)` (the same at every sampling step); drawn here if None,
-        which a model that sketches objects refuses (it needs their poses)."""
+        which a model that sketches objects refuses (it needs their poses). `robot`: whose views and actions
+        (None: the model's own)."""
         c_skip, c_out = self.precondition(sigma)
         if sketch is None:
-            sketch = self.sketches(chunks, states)
-        out = self.denoiser(
-            noisy, sigma, context, context_sigma, self.denoiser_chunks(chunks, states), states, sketch
-        )
+            sketch = self.sketches(chunks, states, robot=robot)
+        chunks = self.denoiser_chunks(chunks, states, robot)
+        out = self.denoiser(noisy, sigma, context, context_sigma, chunks, states, sketch, robot)
         x0 = c_skip * noisy + c_out * out
         return (noisy - x0) / sigma.clamp_min(1e-4).view(-1, 1, 1, 1, 1)
 
-    def denoiser_chunks(self, chunks: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+    def denoiser_chunks(
+        self, chunks: torch.Tensor, states: torch.Tensor, robot: str | None = None
+    ) -> torch.Tensor:
         """The action chunks as the denoiser reads them: (B,K,C), and with `relative_actions` (B,K,2C), the
         targets followed by their offsets from the proprio at the frame each chunk leads from."""
         if not self.config.relative_actions:
             return chunks
-        targets = self.unnorm("action", chunks.unflatten(-1, (-1, self.config.action_dim)))  # (B,K,stride,A)
-        position = self.unnorm("state", states)[..., None, :]  # (B,K,1,A)
-        offsets = (targets - position) / (RELATIVE_UNIT * self.action_std)
+        A = self.config.embodiment(robot).action_dim
+        targets = self.unnorm("action", chunks.unflatten(-1, (-1, A)), robot)  # (B,K,stride,A)
+        position = self.unnorm("state", states, robot)[..., None, :]  # (B,K,1,A)
+        offsets = (targets - position) / (RELATIVE_UNIT * self.stats_of(robot).action_std)
         return torch.cat([chunks, offsets.flatten(-2)], dim=-1)
 
     def sketches(
-        self, chunks: torch.Tensor, states: torch.Tensor, poses: torch.Tensor | None = None
+        self,
+        chunks: torch.Tensor,
+        states: torch.Tensor,
+        poses: torch.Tensor | None = None,
+        robot: str | None = None,
     ) -> torch.Tensor | None:
         """With `arm_sketch`: (B,2,V,channels,h,w), the arms' stick figures in every view at the last context
         frame's joints and at the last chunk's final targets; with `object_sketch`, then each object's box
         at `poses` (B,2,E), raw object poses at the last context frame and in the frame to come. None without
-        `arm_sketch`. `chunks` (B,K,C) and `states` (B,K,S) normalized."""
-        cfg = self.config
-        if not cfg.arm_sketch:
+        `arm_sketch` (or for another robot without arm chains). `chunks` (B,K,C) and `states` (B,K,S)
+        normalized."""
+        cfg, e = self.config, self.config.embodiment(robot)
+        objects = cfg.sketched_objects if e.robot == cfg.robot else 0
+        if not e.arm_sketch:
             return None
-        if cfg.sketched_objects and poses is None:
+        if objects and poses is None:
             raise ValueError("this model sketches objects (object_sketch): pass their poses now and next.")
-        if self._sketch is None:
+        if e.robot not in self._sketches:
             from r2s2r.robots.arm_sketch import ArmSketch
             from r2s2r.robots.spec import robot_spec
 
-            self._sketch = ArmSketch(
-                robot_spec(cfg.robot),
-                cfg.cameras,
-                cfg.image_height,
-                cfg.image_width,
-                bool(cfg.sketched_objects),
+            self._sketches[e.robot] = ArmSketch(
+                robot_spec(e.robot), e.cameras, cfg.image_height, cfg.image_width, bool(objects)
             )
-        now = self.unnorm("state", states[:, -1])  # (B,S)
-        target = self.unnorm("action", chunks[:, -1].unflatten(-1, (-1, cfg.action_dim))[:, -1])
+        now = self.unnorm("state", states[:, -1], robot)  # (B,S)
+        target = self.unnorm("action", chunks[:, -1].unflatten(-1, (-1, e.action_dim))[:, -1], robot)
         joints = torch.stack([now, target], dim=1).flatten(0, 1)  # (2B,S)
-        drawn = self._sketch(joints, None if not cfg.sketched_objects else poses.flatten(0, 1))
+        drawn = self._sketches[e.robot](joints, None if not objects else poses.flatten(0, 1))
         return drawn.unflatten(0, (len(now), 2))
 
     def jitter_poses(self, poses: torch.Tensor) -> torch.Tensor:
@@ -333,7 +420,7 @@ class WorldModel(nn.Module):
         if not weights.is_file():
             raise FileNotFoundError(f"no model.safetensors in {directory}; the checkpoint is incomplete.")
         fix = "the checkpoint is damaged: copy it again, or re-save or retrain it."
-        state = load_safetensors(weights, fix, device=str(device))
+        state = name_robot_parts(load_safetensors(weights, fix, device=str(device)), saved.robot)
         if bad := [k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()]:
             raise DamagedFileError(f"{weights} holds NaN/inf in {bad[0]}; {fix}")
         try:

@@ -25,20 +25,31 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from r2s2r.data.provenance import dataset_provenance, write_provenance
+from r2s2r.data.mixture import MixtureBatchSampler, MixtureDataset, dataset_robot, open_sources, split_roots
+from r2s2r.data.provenance import dataset_provenance, read_provenance, write_provenance
 from r2s2r.data.reader import ClipConfig, ClipDataset, match_frame_rate
 from r2s2r.errors import SettingsChangedError, UserError
+from r2s2r.files import atomic_write_text
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.training.checkpoint import load_checkpoint, read_training_state, save_checkpoint
+from r2s2r.training.mixture import (
+    adapt_pretrained,
+    check_known_robot,
+    mixture_config,
+    model_frame_rate,
+    set_mixture_stats,
+)
 
 log = logging.getLogger(__name__)
 PRESETS = ("tiny", "small", "base")
 # What defines a run, besides the model config: `--resume` refuses to change any of these. The rest (steps,
 # stop_after, logging, saving, workers, precision, tensorboard) may change between jobs.
 RUN_SETTINGS = ("preset", "batch_size", "grad_accum", "lr", "warmup_steps", "weight_decay", "grad_clip",
-                "ema_decay", "seed")  # fmt: skip
-DATA_SETTINGS = ("root", "episodes", "frame_rate", "future_frames", "robot")
+                "ema_decay", "seed", "init_from")  # fmt: skip
+DATA_SETTINGS = ("root", "episodes", "frame_rate", "future_frames", "robot", "action_free")
+# Settings added after runs were first saved, with the value older checkpoints were trained with.
+LATER_SETTINGS = {"init_from": "", "data.action_free": []}
 
 
 class TrainingDivergedError(UserError, FloatingPointError):
@@ -69,6 +80,8 @@ class TrainConfig:
     stop_after: int = 0  # if > 0, save and stop at this step (split a long run into jobs; resume later)
     mixed_precision: str = "auto"  # auto (bf16 on CUDA, none on CPU) | no | bf16 | fp16
     tensorboard: bool = False  # also log to <output_dir>/logs (needs tensorboard installed)
+    init_from: str = ""  # fine-tune: start from this pretrained model directory (its architecture, the
+    # robots and tasks it knows; --model.* flags are not read); the data's robots must be known to it
 
     def __post_init__(self) -> None:
         if self.preset not in PRESETS:
@@ -134,13 +147,11 @@ def train(cfg: TrainConfig) -> Path:
     output = Path(cfg.output_dir)
     settings = run_settings(cfg)
     last = _last_checkpoint(cfg)
-    if cfg.resume:
-        check_resume(cfg, last, settings)
     accelerator = _accelerator(cfg)
     torch.manual_seed(cfg.seed)
-    dataset = _dataset(cfg)
-    model = WorldModel(cfg.model)
-    model.set_stats(dataset.stats)
+    dataset, model, started = _data_and_model(cfg)
+    if cfg.resume:
+        check_resume(cfg, last, settings)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = get_cosine_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.steps)
     ema = EMAModel(model.parameters(), decay=cfg.ema_decay)
@@ -153,7 +164,8 @@ def train(cfg: TrainConfig) -> Path:
         start = load_checkpoint(last, accelerator.unwrap_model(model), optimizer, scheduler, ema, accelerator)
         log.info("resumed from %s at step %d", last.resolve(), start)
 
-    loader = _loader(cfg, dataset, start, accelerator)
+    loader = _mixture_loader(cfg, dataset, start, accelerator) if isinstance(dataset, MixtureDataset) else (
+        _loader(cfg, dataset, start, accelerator))  # fmt: skip
     if cfg.tensorboard:
         accelerator.init_trackers("r2s2r", config=_flat(cfg))
     log.info("training %s (%.2f M parameters) on %d clips, %s", cfg.preset, _millions(model), len(dataset),
@@ -182,8 +194,50 @@ def train(cfg: TrainConfig) -> Path:
     accelerator.end_training()
     model_dir = (output / "checkpoints" / "last" / "pretrained_model").resolve()
     if accelerator.is_main_process:
-        write_provenance(model_dir, [dataset_provenance(cfg.data.root, "train")])
+        _write_records(cfg, model_dir, started)
     return model_dir
+
+
+def _write_records(cfg: TrainConfig, model_dir: Path, started: dict | None) -> None:
+    """provenance.json (every dataset, the pretrained model's too) and, for a pretrained start, init.json
+    (which weights came from it)."""
+    entries = [dataset_provenance(root, "train") for root in split_roots(cfg.data.root)]
+    if cfg.init_from:  # what the pretrained model learnt from is in this one too
+        entries = [
+            {**e, "stage": f"pretrain ({e['stage']})"} for e in read_provenance(cfg.init_from)
+        ] + entries
+    write_provenance(model_dir, entries)
+    if started is not None:
+        atomic_write_text(
+            model_dir / "init.json", json.dumps({"init_from": cfg.init_from, **started}, indent=1)
+        )
+
+
+def _data_and_model(cfg: TrainConfig) -> tuple[torch.utils.data.Dataset, WorldModel, dict | None]:
+    """The training data and the model to train: one dataset as before, or (several datasets, or a
+    pretrained start) a `MixtureDataset` and a model whose robots and tasks are the data's. `cfg.model`
+    becomes that model's config. The third value says what a pretrained start loaded (None: from scratch)."""
+    if len(split_roots(cfg.data.root)) == 1 and not cfg.init_from and not cfg.data.action_free:
+        dataset = _dataset(cfg)
+        model = WorldModel(cfg.model)
+        model.set_stats(dataset.stats)
+        return dataset, model, None
+    pretrained = WorldModel.from_pretrained(cfg.init_from) if cfg.init_from else None
+    base = pretrained.config if pretrained is not None else cfg.model
+    own = dataset_robot(split_roots(cfg.data.root)[0], cfg.data.robot or "aloha")
+    if pretrained is not None:
+        check_known_robot(base, own, split_roots(cfg.data.root)[0])
+    cameras = base.embodiment(own).cameras if own in base.robots else ()
+    cfg.data.future_frames = cfg.data.future_frames or 3
+    sources = open_sources(cfg.data, model_frame_rate(base), cameras, own)
+    started = None
+    if pretrained is not None:
+        model, started = adapt_pretrained(pretrained, sources)
+    else:
+        model = WorldModel(mixture_config(base, sources))
+        set_mixture_stats(model, sources)
+    cfg.model = model.config
+    return MixtureDataset(sources, cfg.model.robots, list(cfg.model.tasks)), model, started
 
 
 def _dataset(cfg: TrainConfig) -> ClipDataset:
@@ -222,9 +276,15 @@ def run_settings(cfg: TrainConfig) -> dict:
     """What defines the run `cfg` asks for (`RUN_SETTINGS`, the data's `DATA_SETTINGS`), as JSON values;
     the data folder as an absolute path, so a resume from another working directory compares equal."""
     settings = {name: getattr(cfg, name) for name in RUN_SETTINGS}
+    settings["init_from"] = str(Path(cfg.init_from).resolve()) if cfg.init_from else ""
     for name in DATA_SETTINGS:
         value = getattr(cfg.data, name)
-        settings[f"data.{name}"] = str(Path(value).resolve()) if name == "root" else value
+        if name == "root":
+            roots = [str(Path(r).resolve()) for r in split_roots(value)]
+            value = roots[0] if len(roots) == 1 else roots
+        elif name == "action_free":
+            value = [str(Path(r).resolve()) for r in value]
+        settings[f"data.{name}"] = value
     return json.loads(json.dumps(settings))
 
 
@@ -236,6 +296,7 @@ def check_resume(cfg: TrainConfig, last: Path, settings: dict) -> None:
     if saved is None:  # a checkpoint from before runs kept their settings: only the model can be checked
         log.warning("%s does not record its run's settings; they are not checked on resume", last)
     else:
+        saved = {**LATER_SETTINGS, **saved}
         changes += [
             f"--{k}: checkpoint {saved.get(k)!r}, now {v!r}" for k, v in settings.items() if saved.get(k) != v
         ]
@@ -270,6 +331,15 @@ def _loader(cfg: TrainConfig, dataset: ClipDataset, start: int, accelerator) -> 
         generator=torch.Generator().manual_seed(
             cfg.seed
         ),  # the global RNG, saved in checkpoints, is the model's
+    )
+
+
+def _mixture_loader(cfg: TrainConfig, dataset: MixtureDataset, start: int, accelerator):
+    """Batches of one (robot, task) group each, in the order the seed fixes, from step `start` on."""
+    sampler = MixtureBatchSampler(dataset.groups(), cfg.batch_size, cfg.seed, start * cfg.grad_accum,
+                                  accelerator.process_index, accelerator.num_processes)  # fmt: skip
+    return torch.utils.data.DataLoader(
+        dataset, batch_sampler=sampler, num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0
     )
 
 
