@@ -44,7 +44,8 @@ _TABULAR = ("observation.state", "action", "observation.environment_state", "nex
 class ClipConfig:
     """Which dataset to read and how to cut it into clips."""
 
-    root: str = "outputs/datasets/transfer_cube"  # folder of a LeRobot v3 dataset
+    root: str = "outputs/datasets/transfer_cube"  # folder of a LeRobot v3 dataset (r2s2r-train also takes
+    # several, of any known robots and tasks: [a,b,c]; the first is the model's own robot and task)
     repo_id: str = "local/dataset"  # LeRobot repo id (a label only: nothing is downloaded)
     cameras: tuple[str, ...] = ()  # camera names to read; empty = every camera of the dataset
     read_images: bool = True  # False: proprio, actions and object state only; no video is decoded (and the
@@ -55,7 +56,9 @@ class ClipConfig:
     # evaluating one, i.e. control rate / frame_stride; 10 Hz when clips are read directly)
     decoder: str = "lerobot"  # lerobot (torchcodec, fastest here) | decord (LeRobot's decoder where it fails)
     robot: str = "aloha"  # embodiment whose action/state dims the data must match; "" skips the check
-    episodes: tuple[int, ...] | None = None  # episode indices to use; None = all
+    episodes: tuple[int, ...] | None = None  # episode indices to use (of the first dataset); None = all
+    action_free: tuple[str, ...] = ()  # r2s2r-train: datasets of `root` read as footage without actions
+    # (their actions and proprio are never shown to the model)
 
     def __post_init__(self) -> None:
         if self.context_frames < 1 or self.future_frames < 0:
