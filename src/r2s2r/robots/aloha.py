@@ -33,13 +33,18 @@ from dm_control import mujoco as dm_mujoco  # noqa: E402
 from gym_aloha import constants as aloha_constants  # noqa: E402
 from gym_aloha.tasks import sim as aloha_sim  # noqa: E402
 
-from r2s2r.robots.spec import EmbodimentSpec, aloha_spec  # noqa: E402
+from r2s2r.robots.spec import PUSHT_OOD_MARGIN, EmbodimentSpec, aloha_spec, pusht_spec  # noqa: E402
 
-TASKS = ("transfer_cube", "insertion")
+ALOHA_TASKS = ("transfer_cube", "insertion")  # the tasks this module's AlohaWorld simulates
+# Every task a WorldConfig names; pusht is gym-pusht's world (robots/pusht.py). robots/worlds.py builds both.
+TASKS = (*ALOHA_TASKS, "pusht")
 TASK_TEXT = {
     "transfer_cube": "Pick up the cube with the right arm and hand it over to the left arm.",
     "insertion": "Pick up the peg and the socket with both arms and insert the peg into the socket.",
+    "pusht": "Push the T-shaped block onto the T-shaped goal.",
 }
+ALOHA_CAMERAS = ("top", "left_wrist", "right_wrist")  # WorldConfig's default views
+ALOHA_OOD_MARGIN = 0.05  # WorldConfig's default OOD ring width (m)
 # The standard sampling boxes of gym_aloha.utils (x, y ranges in metres; z fixed on the table).
 ID_BOXES = {
     "transfer_cube": [((0.0, 0.2), (0.4, 0.6))],
@@ -50,14 +55,19 @@ OBJECT_Z = 0.05
 
 @dataclass
 class WorldConfig:
-    """What the reference world simulates and how it is observed."""
+    """What the reference world simulates and how it is observed.
 
-    task: str = "transfer_cube"  # transfer_cube | insertion
-    cameras: tuple[str, ...] = ("top", "left_wrist", "right_wrist")  # views rendered every step
+    The flags are ALOHA's; with `task="pusht"` two of them left at ALOHA's defaults stand for PushT's own:
+    the cameras become ("top",), PushT's only one, and the OOD ring 40 world units wide (gym-pusht's 512x512
+    drawing's pixels) instead of 0.05 m.
+    """
+
+    task: str = "transfer_cube"  # transfer_cube | insertion (ALOHA) | pusht (gym-pusht's 2-D pusher)
+    cameras: tuple[str, ...] = ALOHA_CAMERAS  # views rendered every step; pusht has top only (its default)
     image_height: int = 96  # rendered image height in pixels
     image_width: int = 128  # rendered image width in pixels
     num_envs: int = 4  # episodes simulated in lockstep (the recorder's batch)
-    ood_margin: float = 0.05  # width (m) of the out-of-distribution ring around the ID box
+    ood_margin: float = ALOHA_OOD_MARGIN  # OOD ring width around the ID box, m; pusht: units, 0.05 means 40
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -69,10 +79,34 @@ class WorldConfig:
                 f"image size {self.image_height}x{self.image_width} is too small; use at least 8x8."
             )
         self.cameras = tuple(self.cameras)
+        if self.task == "pusht":
+            self._read_as_pusht()
+
+    def _read_as_pusht(self) -> None:
+        """ALOHA's default cameras and OOD margin become PushT's; a camera PushT lacks is refused."""
+        spec = pusht_spec()
+        if self.cameras == ALOHA_CAMERAS:
+            self.cameras = spec.default_cameras
+        if self.ood_margin == ALOHA_OOD_MARGIN:
+            self.ood_margin = PUSHT_OOD_MARGIN
+        unknown = [c for c in self.cameras if c not in spec.cameras]
+        if unknown:
+            raise ValueError(
+                f"--world.cameras=[{','.join(self.cameras)}]: pusht has no camera {','.join(unknown)}, only "
+                f"{','.join(spec.cameras)}; pass --world.cameras=[top] or leave the flag out."
+            )
+
+    @property
+    def object_pose_names(self) -> list[str]:
+        """One name per value of `observation.environment_state`: the free objects' poses."""
+        if self.task == "pusht":
+            return ["block_x", "block_y", "block_angle"]
+        axes = ("x", "y", "z", "qw", "qx", "qy", "qz")
+        return [f"obj{o}_{c}" for o in range(len(ID_BOXES[self.task])) for c in axes]
 
     @property
     def object_pose_dim(self) -> int:
-        return 7 * len(ID_BOXES[self.task])
+        return len(self.object_pose_names)
 
 
 def in_id_box(task: str, xy: np.ndarray) -> np.ndarray:
@@ -150,6 +184,11 @@ class AlohaWorld:
     @staticmethod
     def spec_for(cfg: WorldConfig) -> EmbodimentSpec:
         """The robot spec of the world `cfg` describes; checks its cameras exist, builds no physics."""
+        if cfg.task not in ALOHA_TASKS:
+            raise ValueError(
+                f"task '{cfg.task}' is not an ALOHA task ({', '.join(ALOHA_TASKS)}); build its world with "
+                "r2s2r.robots.worlds.make_world."
+            )
         spec = aloha_spec(aloha_constants.ASSETS_DIR / f"bimanual_viperx_{cfg.task}.xml")
         unknown = [c for c in cfg.cameras if c not in spec.cameras]
         if unknown:

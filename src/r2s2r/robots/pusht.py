@@ -31,7 +31,13 @@ import pygame  # noqa: E402
 from gym_pusht.envs.pusht import PushTEnv  # noqa: E402
 
 from r2s2r.robots.aloha import StepResult  # noqa: E402
-from r2s2r.robots.spec import PUSHT_ARENA, EmbodimentSpec, pusht_spec  # noqa: E402
+from r2s2r.robots.spec import (  # noqa: E402
+    PUSHT_ARENA,
+    PUSHT_EPISODE_LENGTH,
+    PUSHT_OOD_MARGIN,
+    EmbodimentSpec,
+    pusht_spec,
+)
 
 GOAL_POSE = (256.0, 256.0, np.pi / 4)  # gym-pusht's fixed goal: block x, y, angle
 SUCCESS_COVERAGE = 0.95  # gym-pusht's success threshold on coverage
@@ -48,8 +54,8 @@ class PushTConfig:
     image_height: int = 96  # rendered image height in pixels
     image_width: int = 96  # rendered image width in pixels
     num_envs: int = 4  # episodes simulated in lockstep (the recorder's batch)
-    episode_length: int = 300  # steps per episode (gym-pusht's TimeLimit: 300 steps at 10 Hz)
-    ood_margin: float = 40.0  # width (world units) of the out-of-distribution ring around the ID box
+    episode_length: int = PUSHT_EPISODE_LENGTH  # steps per episode (gym-pusht's TimeLimit: 300 at 10 Hz)
+    ood_margin: float = PUSHT_OOD_MARGIN  # width (world units) of the OOD ring around the ID box
 
     def __post_init__(self) -> None:
         if self.num_envs < 1:
@@ -80,7 +86,7 @@ def in_id_box(poses: np.ndarray) -> np.ndarray:
 
 
 def sample_object_poses(
-    distribution: str, rng: np.random.Generator, n: int, ood_margin: float = 40.0
+    distribution: str, rng: np.random.Generator, n: int, ood_margin: float = PUSHT_OOD_MARGIN
 ) -> np.ndarray:
     """Initial block poses (n, 3): x, y, angle.
 

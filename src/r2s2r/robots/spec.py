@@ -163,6 +163,8 @@ def aloha_spec(model_xml: str | Path | None = None) -> EmbodimentSpec:
 # of gym-pusht's 512x512 drawing (x right, y down). Its action space is Box(0, 512, (2,)).
 PUSHT_ARENA = 512.0  # side of the arena (world units = pixels of gym-pusht's native drawing)
 PUSHT_CONTROL_HZ = 10  # gym-pusht's control rate (10 physics substeps of 0.01 s per action)
+PUSHT_EPISODE_LENGTH = 300  # control steps per episode: gym-pusht's TimeLimit, 30 s at 10 Hz
+PUSHT_OOD_MARGIN = 40.0  # width (world units) of the out-of-distribution ring around gym-pusht's reset box
 
 
 def pusht_spec() -> EmbodimentSpec:
@@ -184,13 +186,15 @@ def pusht_spec() -> EmbodimentSpec:
     )
 
 
-KNOWN_ROBOTS = ("aloha",)
+KNOWN_ROBOTS = ("aloha", "pusht")
 
 
 def robot_spec(name: str) -> EmbodimentSpec:
     """The spec of a known robot by name; raises a one-line error naming the known ones otherwise."""
     if name == "aloha":
         return aloha_spec()
+    if name == "pusht":
+        return pusht_spec()
     raise ValueError(
         f"Unknown robot '{name}'. Known robots: {', '.join(KNOWN_ROBOTS)}. "
         "Pass one of these, or add an EmbodimentSpec in r2s2r/robots/spec.py."
