@@ -1,4 +1,5 @@
-"""Record any policy in the reference world as a LeRobot v3 dataset, written by LeRobot's own writer.
+"""Record any policy in a reference world (MuJoCo ALOHA or gym-pusht's PushT, `robots/worlds.py`) as a
+LeRobot v3 dataset, written by LeRobot's own writer.
 
 Episodes run in lockstep batches of `world.num_envs`. Each batch is rolled out in memory, then written
 episode by episode through `LeRobotDataset.add_frame` / `save_episode`, finalized, and committed (see
@@ -35,10 +36,13 @@ from r2s2r.policies.episodes import (
     play_episodes,
 )
 from r2s2r.policies.policy import PolicyConfig, PolicyError, load_policy
-from r2s2r.robots.aloha import TASK_TEXT, AlohaWorld, WorldConfig
-from r2s2r.robots.spec import EmbodimentSpec
+from r2s2r.robots.aloha import TASK_TEXT, WorldConfig
+from r2s2r.robots.spec import PUSHT_EPISODE_LENGTH, EmbodimentSpec
+from r2s2r.robots.worlds import make_world, world_spec
 
 log = logging.getLogger(__name__)
+
+ALOHA_EPISODE_LENGTH = 400  # control steps: 8 s at 50 Hz, as LeRobot's ALOHA datasets
 
 # Settings that must not change when a recording is resumed: they define what an episode is.
 _RESUME_KEYS = (
@@ -64,8 +68,8 @@ class RecordConfig:
     root: str = "outputs/datasets/transfer_cube"  # dataset folder; re-running resumes it
     repo_id: str = "local/aloha_transfer_cube"  # LeRobot repo id stored in the metadata (never pushed)
     num_episodes: int = 8  # total episodes the dataset should hold when done
-    episode_length: int = 400  # control steps per episode (50 Hz: 8 s, as LeRobot's ALOHA datasets)
-    distribution: str = "mixed"  # initial object poses: id (gym-aloha's box) | ood (ring) | mixed (alternate)
+    episode_length: int = ALOHA_EPISODE_LENGTH  # control steps per episode; pusht reads 400 as 300 (30 s)
+    distribution: str = "mixed"  # initial object poses: id (task's box) | ood (ring) | mixed (alternate)
     seed: int = 0  # episode i is a pure function of (seed, i)
     vcodec: str = "h264"  # h264 (decord reads it) | libsvtav1 (LeRobot's default, torchcodec only) | hevc
     workers: int = 0  # processes that simulate and render batches in parallel; 0 = this process only
@@ -73,6 +77,8 @@ class RecordConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)  # who acts
 
     def __post_init__(self) -> None:
+        if self.world.task == "pusht" and self.episode_length == ALOHA_EPISODE_LENGTH:
+            self.episode_length = PUSHT_EPISODE_LENGTH  # the default is ALOHA's length; PushT has its own
         if self.distribution not in DISTRIBUTIONS:
             raise ValueError(f"distribution='{self.distribution}' must be one of {DISTRIBUTIONS}.")
         if self.num_episodes < 1 or self.episode_length < 2:
@@ -107,8 +113,6 @@ class RecordSummary:
 
 def dataset_features(spec: EmbodimentSpec, world: WorldConfig) -> dict:
     """LeRobot feature spec of a reference-world recording."""
-    n_obj = world.object_pose_dim // 7
-    obj_names = [f"obj{o}_{c}" for o in range(n_obj) for c in ("x", "y", "z", "qw", "qx", "qy", "qz")]
     joints = list(spec.joint_names)
     features = {
         f"observation.images.{cam}": {
@@ -122,7 +126,7 @@ def dataset_features(spec: EmbodimentSpec, world: WorldConfig) -> dict:
         "observation.state": {"dtype": "float32", "shape": (spec.state_dim,), "names": joints},
         "action": {"dtype": "float32", "shape": (spec.action_dim,), "names": joints},
         "observation.environment_state": {"dtype": "float32", "shape": (world.object_pose_dim,),
-                                          "names": obj_names},
+                                          "names": world.object_pose_names},
         "next.reward": {"dtype": "float32", "shape": (1,), "names": None},
         "next.success": {"dtype": "bool", "shape": (1,), "names": None},
         "next.done": {"dtype": "bool", "shape": (1,), "names": None},
@@ -309,7 +313,7 @@ def _worker_init(cfg: RecordConfig) -> None:
 
     if "world" in _WORKER:  # a world left by an earlier call in this process
         _WORKER["world"].close()
-    _WORKER["world"], _WORKER["policy"] = AlohaWorld(cfg.world), load_policy(cfg.policy)
+    _WORKER["world"], _WORKER["policy"] = make_world(cfg.world), load_policy(cfg.policy)
 
 
 def _worker_play(cfg: RecordConfig, batch: EpisodeBatch, render: bool, keep_frames: bool) -> dict:
@@ -330,7 +334,7 @@ def record(cfg: RecordConfig) -> RecordSummary:
     start = time.perf_counter()
     root = Path(cfg.root)
     load_policy(cfg.policy)  # fail on a bad policy before touching anything
-    spec = AlohaWorld.spec_for(cfg.world)
+    spec = world_spec(cfg.world)
     key = cfg.resume_key(spec.control_hz)
     episodes = _resume_state(cfg, root, key)
     resumed_from = len(episodes)

@@ -1,4 +1,5 @@
-"""Playing a policy in the reference world: which episodes, in which lockstep batches, and what happened.
+"""Playing a policy in the reference world (ALOHA or PushT, built by `robots/worlds.py`): which episodes, in
+which lockstep batches, and what happened.
 
 Episode `i` of a set is a pure function of (`seed`, `i`): its initial object pose comes from
 `SeedSequence([seed, i])`, ID and OOD alternating in a `mixed` set, and a batch seeds torch from its first
@@ -10,7 +11,7 @@ reference-world evaluation and RL's deployment check all play their episodes thr
 
 | key            | shape      | what                                                              |
 |----------------|------------|-------------------------------------------------------------------|
-| `reward`       | (B, T)     | gym-aloha's staged reward after each step                         |
+| `reward`       | (B, T)     | the task's reward after each step (gym-aloha's stages, PushT's coverage) |
 | `success`      | (B, T)     | the task's success after each step                                |
 | `frames`       | B x T dict | LeRobot frames (observation, action, next.*), only with keep_frames |
 | `policy_labels`| B dicts    | what the policy says of each episode (`episode_labels()`), or None |
@@ -29,7 +30,8 @@ import numpy as np
 import torch
 
 from r2s2r.policies.policy import Policy, check_action, to_policy_batch
-from r2s2r.robots.aloha import AlohaWorld, WorldConfig, sample_object_poses
+from r2s2r.robots.aloha import WorldConfig
+from r2s2r.robots.worlds import World, initial_object_poses
 
 DISTRIBUTIONS = ("id", "ood", "mixed")
 LAPSE_STEPS = 50  # 1 s at reward 0 after the first contact: the object was lost (contacts flicker for less)
@@ -40,7 +42,7 @@ def initial_pose(world: WorldConfig, distribution: str, seed: int, index: int) -
     if distribution == "mixed":
         distribution = "id" if index % 2 == 0 else "ood"
     rng = np.random.default_rng(np.random.SeedSequence([seed, index]))
-    pose = sample_object_poses(world.task, distribution, rng, 1, world.ood_margin)[0]
+    pose = initial_object_poses(world, distribution, rng, 1)[0]
     return pose, distribution
 
 
@@ -50,7 +52,7 @@ class EpisodeBatch:
 
     indices: list[int]  # episodes this batch plays
     padded: list[int]  # the same, padded with repeats of the last one to fill every lockstep env
-    poses: np.ndarray  # (num_envs, 7 * n_objects) initial object poses
+    poses: np.ndarray  # (num_envs, world.object_pose_dim) initial object poses
     dists: list[str]  # "id" / "ood" per padded episode
 
 
@@ -70,7 +72,7 @@ def episode_batches(
 
 
 def play_batch(
-    world: AlohaWorld,
+    world: World,
     policy: Policy,
     poses: np.ndarray,
     steps: int,
@@ -115,7 +117,7 @@ def play_batch(
 
 
 def play_episodes(
-    world: AlohaWorld,
+    world: World,
     policy: Policy,
     batch: EpisodeBatch,
     steps: int,

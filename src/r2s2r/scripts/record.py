@@ -1,4 +1,5 @@
-"""r2s2r-record: run a policy in the MuJoCo ALOHA reference world and write a LeRobot v3 dataset.
+"""r2s2r-record: run a policy in a reference world (MuJoCo ALOHA or gym-pusht's PushT) and write a LeRobot
+v3 dataset.
 
 Examples:
     r2s2r-record --root=outputs/datasets/demo --num_episodes=8
@@ -7,6 +8,12 @@ Examples:
     r2s2r-record --root=outputs/logs/act_010000 --policy.path=outputs/act/checkpoints/010000/pretrained_model
     r2s2r-record --world.cameras='[top]' --world.image_height=64 --world.image_width=64 --world.num_envs=8
     r2s2r-record --num_episodes=300 --workers=2     # simulate and render in two processes
+    r2s2r-record --root=outputs/datasets/pusht --world.task=pusht --policy.path=r2s2r.robots.pusht:make_pusher
+
+PushT (--world.task=pusht) keeps the same flags; three left at ALOHA's defaults take PushT's own: the
+cameras become [top] (its only camera; any other is refused), --world.ood_margin=0.05 (m) becomes 40 (world
+units of its 512x512 arena) and --episode_length=400 (8 s at 50 Hz) becomes 300 (gym-pusht's 30 s at 10 Hz).
+Any other value is taken as given. It records at 10 Hz, robot_type pusht: ClipConfig(robot="pusht") reads it.
 
 Re-running the same command resumes: it adds only the episodes still missing (a killed batch is rolled
 back first). Every flag is a field of `RecordConfig` (r2s2r/data/recorder.py); `--config_path=x.yaml`
