@@ -30,6 +30,7 @@ class FrameSampler:
         states: torch.Tensor,
         generator: torch.Generator | None = None,
         poses: torch.Tensor | None = None,
+        robot: str | None = None,
     ) -> torch.Tensor:
         """Next frame (B,V,3,h,w) in [-1,1].
 
@@ -41,14 +42,15 @@ class FrameSampler:
             generator: makes the initial noise, and so the frame, reproducible.
             poses: (B,2,E) raw object poses at the last context frame and in the new frame, for a model that
                 sketches objects (`object_sketch`).
+            robot: whose views and actions (a model pretrained on several robots); None: the model's own.
         """
         B = context.shape[0]
         x = torch.randn(context[:, 0].shape, generator=generator, device=context.device, dtype=context.dtype)
         self.scheduler.set_timesteps(self.steps, device=context.device)
         clean = torch.zeros(B, device=context.device, dtype=context.dtype)
-        sketch = self.model.sketches(chunks, states, poses)  # the same at every step (None: no arm_sketch)
+        sketch = self.model.sketches(chunks, states, poses, robot)  # the same at every step (None: none)
         for i, t in enumerate(self.scheduler.timesteps):
             sigma = self.scheduler.sigmas[i].to(context.dtype).expand(B)
-            velocity = self.model.velocity(x, sigma, context, clean, chunks, states, sketch)
+            velocity = self.model.velocity(x, sigma, context, clean, chunks, states, sketch, robot)
             x = self.scheduler.step(velocity, t, x).prev_sample
         return self.model.frame_from_target(x, context[:, -1])

@@ -8,6 +8,18 @@ Examples:
     accelerate launch --num_processes=2 -m r2s2r.scripts.train --preset=base --data.root=...   # multi-GPU
     accelerate launch --config_file=configs/accelerate_deepspeed_zero2.yaml -m r2s2r.scripts.train ...
 
+Pretraining on several datasets, robots and tasks, and fine-tuning on a new one:
+    r2s2r-train --data.root=[outputs/datasets/insertion,outputs/datasets/pusht,outputs/datasets/video] \
+        --data.action_free=[outputs/datasets/video] --output_dir=outputs/train/pretrained
+    r2s2r-train --init_from=outputs/train/pretrained/checkpoints/last/pretrained_model \
+        --data.root=outputs/datasets/transfer_cube --output_dir=outputs/train/finetuned --steps=1000
+  The first dataset's robot and task are the model's own (its state head and judge serve them); every robot
+  gets its own action and proprio projections and view embeddings (from its robot spec, named by the
+  dataset's robot_type), every task an embedding; datasets in --data.action_free are read as footage without
+  actions. --init_from starts from a pretrained model (its architecture: --model.* flags are not read), loads
+  every weight whose shape still fits and keeps its robots' normalization; a dataset of a robot it does not
+  know is refused. <checkpoint>/init.json lists what was loaded and what starts fresh.
+
 Checkpoints go to <output_dir>/checkpoints/<step>/ with a `last` link; each holds `pretrained_model/`
 (config.json + model.safetensors, EMA weights: what r2s2r-eval-openloop and WorldModelEnv load) and
 `training_state/` (what --resume reads). Every flag is a field of `TrainConfig` (r2s2r/training/train.py)

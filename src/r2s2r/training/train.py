@@ -339,8 +339,9 @@ def _mixture_loader(cfg: TrainConfig, dataset: MixtureDataset, start: int, accel
     sampler = MixtureBatchSampler(dataset.groups(), cfg.batch_size, cfg.seed, start * cfg.grad_accum,
                                   accelerator.process_index, accelerator.num_processes)  # fmt: skip
     return torch.utils.data.DataLoader(
-        dataset, batch_sampler=sampler, num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0
-    )
+        dataset, batch_sampler=sampler, num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0,
+        generator=torch.Generator().manual_seed(cfg.seed),  # not the global RNG: checkpoints restore that one
+    )  # fmt: skip
 
 
 def train_step(accelerator, model, optimizer, batch: dict, grad_clip: float) -> dict[str, float]:
