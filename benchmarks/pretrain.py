@@ -9,7 +9,10 @@
    N (`--init_from`), with the same steps and batch (equal fine-tuning compute); at N=40 also both with the
    action-free transfer-cube footage added (`--data.action_free`),
 4. replay the held-out episodes open loop (`r2s2r-eval-openloop`): PSNR gain over copy-last-frame at 1 s per
-   view, object error at 1 s and 3 s, outcome agreement (judge and state head).
+   view, object error at 1 s and 3 s, outcome agreement (judge and state head),
+5. rank a small zoo on the state path (`r2s2r-rank --render=false`): five controllers of the `jointspace`
+   family (benchmarks/families, written apart from the demonstrators that made every training set; real
+   success 5-100 %), `--zoo_episodes` rendered logs each; Spearman and MAE against the logs.
 Trainings run `--jobs` at a time, each a resumable `r2s2r-train` process; a re-run skips finished work.
 Prints a table, writes benchmarks/results/pretrain.json and docs/figures/pretrain_*.png.
 
@@ -39,6 +42,7 @@ from common import machine_info, print_table, write_json  # noqa: E402
 # isort: split
 from r2s2r.data.recorder import RecordConfig, record  # noqa: E402
 from r2s2r.eval.openloop import OpenLoopConfig, evaluate_openloop  # noqa: E402
+from r2s2r.eval.rank import RankConfig, rank  # noqa: E402
 from r2s2r.policies.policy import PolicyConfig  # noqa: E402
 from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 from r2s2r.training.checkpoint import read_training_state  # noqa: E402
@@ -55,6 +59,13 @@ DATASETS = {
     "tc_video": ("transfer_cube", DEMONSTRATOR, {"skill": "mix"}, 120, 500),
     "tc_test": ("transfer_cube", DEMONSTRATOR, {"skill": "mix"}, 40, 900),
 }
+ZOO = {  # a held-out family: its controllers made no training data of any model here
+    "jointspace_nominal": {},
+    "jointspace_steep": {"pitch_deg": 70.0},
+    "jointspace_skewed": {"yaw_error_deg": 30.0},
+    "jointspace_off_axis": {"lateral_error": 0.015},
+    "jointspace_calibration_bad": {"calib_std": 0.07},
+}
 
 
 def record_all(root: Path, args) -> dict:
@@ -70,6 +81,34 @@ def record_all(root: Path, args) -> dict:
         summary = record(cfg)
         out[name] = {"task": task, "policy": policy, "kwargs": kwargs, "episodes": episodes, "seed": seed,
                      "success_rate": summary.successes / max(summary.num_episodes, 1)}  # fmt: skip
+    return out
+
+
+def record_zoo(root: Path, args) -> dict:
+    """Rendered logs of the zoo's controllers (resumable), at the training sets' size."""
+    out = {}
+    for name, kwargs in ZOO.items():
+        world = WorldConfig(cameras=VIEWS, image_height=48, image_width=64, num_envs=4)
+        policy = PolicyConfig(path="families.jointspace:make_policy", kwargs=kwargs)
+        cfg = RecordConfig(root=str(root / "zoo" / name), num_episodes=args.zoo_episodes,
+                           distribution="mixed", seed=700, world=world, policy=policy)  # fmt: skip
+        summary = record(cfg)
+        out[name] = {"kwargs": kwargs, "real_success_rate": summary.successes / max(summary.num_episodes, 1)}
+    return out
+
+
+def rank_zoo(root: Path, name: str) -> dict:
+    """Spearman, pairwise accuracy and MAE of run `name`'s state path on the zoo (cached)."""
+    cached = root / "runs" / name / "rank_zoo.json"
+    if cached.is_file():
+        return json.loads(cached.read_text())
+    cfg = RankConfig(checkpoint=str(root / "runs" / name / "checkpoints" / "last" / "pretrained_model"),
+                     logs_dir=str(root / "zoo"), render=False, samples_per_start=4, batch_size=32,
+                     output_dir=str(root / "runs" / name / "rank"), report=False, n_boot=200)  # fmt: skip
+    metrics = rank(cfg)["metrics"]["all"]
+    out = {"spearman": metrics["spearman"]["value"], "pairwise": metrics["pairwise_accuracy"]["all"]["value"],
+           "mae_points": metrics["calibration"]["mae_points"]}  # fmt: skip
+    cached.write_text(json.dumps(out))
     return out
 
 
@@ -107,7 +146,9 @@ def train_all(root: Path, plan: dict[str, dict], args) -> dict[str, float]:
     todo, running, seconds = list(plan), {}, {}
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, args.threads)), "HF_HUB_OFFLINE": "1"}
     while todo or running:
-        for name in [n for n in todo if len(running) < args.jobs]:
+        for name in list(todo):
+            if len(running) >= args.jobs:
+                break
             spec = plan[name]
             if spec["after"] and (spec["after"] in running or spec["after"] in todo):
                 continue
@@ -181,7 +222,8 @@ def plot(results: dict, ns: list[int], path_prefix: Path) -> list[str]:
     written = []
     for key, label in (("psnr_gain_1s_mean", "PSNR gain over copy-last at 1 s (dB, mean of views)"),
                        ("object_error_3s_cm", "object error at 3 s (cm)"),
-                       ("head_outcome_agreement", "outcome agreement (state head)")):  # fmt: skip
+                       ("head_outcome_agreement", "outcome agreement (state head)"),
+                       ("zoo_spearman", "Spearman, jointspace zoo (state path)")):  # fmt: skip
         fig, ax = plt.subplots(figsize=(5, 3.2))
         for kind, style in (("scratch", "o--"), ("pretrained", "s-")):
             ys = [results.get(f"{kind}_{n}", {}).get(key) for n in ns]
@@ -208,21 +250,30 @@ def main() -> None:
     parser.add_argument("--ns", type=int, nargs="+", default=[20, 40, 80, 160])
     parser.add_argument("--video_n", type=int, default=40, help="N of the action-free ablation")
     parser.add_argument("--eval_episodes", type=int, default=40)
+    parser.add_argument("--zoo_episodes", type=int, default=16, help="logs per zoo policy; 0 skips the zoo")
     parser.add_argument("--pretrain_steps", type=int, default=2000)
     parser.add_argument("--finetune_steps", type=int, default=800)
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--jobs", type=int, default=2, help="trainings at once")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per training")
+    parser.add_argument("--skip_record", action="store_true",
+                        help="train first and finish (or take stock of) the recordings after: for datasets "
+                        "recorded by a separate call running beside the trainings")  # fmt: skip
     parser.add_argument("--out", default="benchmarks/results/pretrain.json")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", force=True)
     root = Path(args.root)
     payload = {"benchmark": "pretrain", "machine": machine_info(), "args": vars(args)}
     tic = time.perf_counter()
-    payload["datasets"] = record_all(root, args)
+    if not args.skip_record:
+        payload["datasets"] = record_all(root, args)
+        payload["zoo"] = record_zoo(root, args) if args.zoo_episodes else None
     payload["record_seconds"] = time.perf_counter() - tic
     plan = runs(root, args)
     payload["train_seconds"] = train_all(root, plan, args)
+    if args.skip_record:  # recorded by an earlier call (or in parallel with the trainings): take stock now
+        payload["datasets"] = record_all(root, args)
+        payload["zoo"] = record_zoo(root, args) if args.zoo_episodes else None
     payload["runs"] = {}
     for name, spec in plan.items():
         if name == "pretrained":
@@ -231,12 +282,16 @@ def main() -> None:
         tic = time.perf_counter()
         payload["runs"][name] = {"data": spec["flags"], "steps": spec["steps"],
                                  "openloop": evaluate(root, name, args),
+                                 "zoo": rank_zoo(root, name) if args.zoo_episodes else None,
                                  "eval_seconds": time.perf_counter() - tic}  # fmt: skip
-    results = {n: figures(r["openloop"]) for n, r in payload["runs"].items() if "openloop" in r}
+    results = {n: {**figures(r["openloop"]), **{f"zoo_{k}": v for k, v in (r["zoo"] or {}).items()}}
+               for n, r in payload["runs"].items() if "openloop" in r}  # fmt: skip
     payload["figures"] = results
     payload["kept_out_of"] = {
         "tc_test": "every training set (seed 900; scored only)",
         "transfer_cube": "pretraining (the pretrained model saw insertion and PushT only)",
+        "jointspace zoo": "every training set and every design decision of pretraining (its controllers were "
+        "written for the generalization benchmark; none recorded data any model here learnt from)",
     }
     payload["plots"] = plot(results, args.ns, Path("docs/figures/pretrain"))
     report(results)
@@ -245,9 +300,11 @@ def main() -> None:
 
 def report(results: dict) -> None:
     cols = ["psnr_gain_1s_top", "psnr_gain_1s_left_wrist", "psnr_gain_1s_right_wrist", "object_error_1s_cm",
-            "object_error_3s_cm", "outcome_agreement", "head_outcome_agreement"]  # fmt: skip
-    rows = [[name, *[results[name][c] for c in cols]] for name in results]
-    header = ["run", "dB top", "dB left", "dB right", "obj 1s cm", "obj 3s cm", "agree judge", "agree head"]
+            "object_error_3s_cm", "outcome_agreement", "head_outcome_agreement", "zoo_spearman",
+            "zoo_mae_points"]  # fmt: skip
+    rows = [[name, *[results[name].get(c) for c in cols]] for name in results]
+    header = ["run", "dB top", "dB left", "dB right", "obj 1s cm", "obj 3s cm", "agree judge", "agree head",
+              "zoo Spearman", "zoo MAE"]  # fmt: skip
     print_table("open loop on held-out transfer-cube (dB: PSNR gain over copy-last at 1 s)", header, rows)
 
 
