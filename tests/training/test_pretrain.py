@@ -208,3 +208,21 @@ def test_checkpoints_from_before_named_embodiments_load():
         model.denoiser.sketch_in["aloha"].weight.data, raw["denoiser.sketch_in.weight"].float()
     )
     assert model.config.robots == ["aloha"] and model.config.tasks == ()
+
+
+def test_the_first_dataset_is_the_models_own_robot(recorded, pusht_data):
+    from r2s2r.data.mixture import open_sources
+    from r2s2r.data.reader import ClipConfig
+    from r2s2r.training.mixture import mixture_config
+
+    base = WorldModelConfig.tiny()  # a preset: its robot (aloha) is only a default
+    cfg = ClipConfig(root=f"[{pusht_data},{recorded[0].root}]", future_frames=3)
+    config = mixture_config(base, open_sources(cfg, 10, (), ""))
+    assert config.robots == ["pusht", "aloha"] and (config.action_dim, config.env_state_dim) == (2, 3)
+    assert config.cameras == ("top",) and config.frame_stride == 1 and not config.arm_sketch
+    aloha = config.embodiment("aloha")
+    assert (
+        aloha.frame_stride == 5 and aloha.arm_sketch and aloha.cameras == ("top", "left_wrist", "right_wrist")
+    )
+    alone = mixture_config(base, open_sources(ClipConfig(root=pusht_data, future_frames=3), 10, (), ""))
+    assert alone.robots == ["pusht"]  # no projections for a robot with no data

@@ -56,9 +56,12 @@ def _sketchable(robot: str, action_dim: int, state_dim: int) -> bool:
     return robot in ARM_CHAINS and action_dim == state_dim
 
 
-def mixture_config(base: WorldModelConfig, sources: list[Source]) -> WorldModelConfig:
+def mixture_config(
+    base: WorldModelConfig, sources: list[Source], pretrained: bool = False
+) -> WorldModelConfig:
     """The config of a model over `sources` (the first is its own robot and task), built on `base`: its
-    architecture, and the robots and tasks it already knows (kept, in their order)."""
+    architecture and, for a `pretrained` base, the robots and tasks it already knows (kept, in their order;
+    a preset's robot is only a default)."""
     own = sources[0]
     spec = robot_spec(own.robot)
     env = own.dataset.data.get("observation.environment_state")
@@ -66,7 +69,7 @@ def mixture_config(base: WorldModelConfig, sources: list[Source]) -> WorldModelC
     cameras = tuple(k.removeprefix("observation.images.") for k in own.dataset.camera_keys)
     arm_sketch = base.arm_sketch and _sketchable(own.robot, spec.action_dim, spec.state_dim)
     others = {e.robot: e for e in base.embodiments}
-    if base.robot != own.robot:  # the base's own robot stays known, as another embodiment
+    if pretrained and base.robot != own.robot:  # the base's own robot stays known, as another embodiment
         others[base.robot] = base.embodiment()
     for s in sources[1:]:
         if s.robot != own.robot and s.robot not in others:
@@ -137,7 +140,7 @@ def adapt_pretrained(pretrained: WorldModel, sources: list[Source]) -> tuple[Wor
     """A model over `sources` that starts from `pretrained` (see the module docstring)."""
     for s in sources:
         check_known_robot(pretrained.config, s.robot, str(s.dataset.root))
-    config = mixture_config(pretrained.config, sources)
+    config = mixture_config(pretrained.config, sources, pretrained=True)
     model = WorldModel(config)
     report = load_matching(model, pretrained)
     set_mixture_stats(model, sources, keep=pretrained)
