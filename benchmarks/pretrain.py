@@ -220,10 +220,10 @@ def plot(results: dict, ns: list[int], path_prefix: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     written = []
-    for key, label in (("psnr_gain_1s_mean", "PSNR gain over copy-last at 1 s (dB, mean of views)"),
+    for key, label in (("psnr_gain_1s_mean", "dB over copy-last, 1 s"),
                        ("object_error_3s_cm", "object error at 3 s (cm)"),
-                       ("head_outcome_agreement", "outcome agreement (state head)"),
-                       ("zoo_spearman", "Spearman, jointspace zoo (state path)")):  # fmt: skip
+                       ("head_outcome_agreement", "outcome agreement (head)"),
+                       ("zoo_spearman", "zoo Spearman (state path)")):  # fmt: skip
         fig, ax = plt.subplots(figsize=(5, 3.2))
         for kind, style in (("scratch", "o--"), ("pretrained", "s-")):
             ys = [results.get(f"{kind}_{n}", {}).get(key) for n in ns]
