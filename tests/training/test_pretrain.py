@@ -226,3 +226,22 @@ def test_the_first_dataset_is_the_models_own_robot(recorded, pusht_data):
     )
     alone = mixture_config(base, open_sources(ClipConfig(root=pusht_data, future_frames=3), 10, (), ""))
     assert alone.robots == ["pusht"]  # no projections for a robot with no data
+
+
+def test_action_free_share_sets_the_batches_mix(recorded, tmp_path):
+    from r2s2r.data.mixture import MixtureDataset, open_sources
+    from r2s2r.data.reader import ClipConfig
+
+    other = tiny_record_config(tmp_path / "footage", seed=11)
+    record(other)
+    cfg = ClipConfig(root=f"[{recorded[0].root},{other.root}]", action_free=(other.root,), future_frames=3)
+    sources = open_sources(cfg, 10, ("top", "left_wrist"), "aloha")
+    data = MixtureDataset(sources, ["aloha"], [sources[0].task])
+    assert len(data.groups()) == 1 and data.group_weights(0.0) is None  # one robot, one task
+    free = set(range(len(sources[0].dataset), len(data)))
+    for share in (0.25, 0.75):
+        sampler = MixtureBatchSampler(data.groups(), 4, seed=0, weights=data.group_weights(share))
+        drawn = [i for b, _ in zip(sampler, range(300), strict=False) for i in b]
+        assert abs(sum(i in free for i in drawn) / len(drawn) - share) < 0.05
+    with pytest.raises(ValueError, match="action_free_share=1.0 must be in"):
+        ClipConfig(action_free_share=1.0)

@@ -134,20 +134,41 @@ class MixtureDataset(torch.utils.data.Dataset):
 
     def groups(self) -> list[np.ndarray]:
         """Clip indices of each (robot, task) group: the clips one batch may mix."""
-        by_group: dict[tuple[str, str], list[np.ndarray]] = {}
+        return [np.concatenate([self._clips(k) for k in group]) for group in self._source_groups()]
+
+    def group_weights(self, action_free_share: float) -> list[np.ndarray] | None:
+        """Per group, each clip's chance of being drawn, so that `action_free_share` of a batch comes from
+        the action-free datasets where a group has both kinds; None (uniform) for a share of 0."""
+        if action_free_share == 0:
+            return None
+        weights = []
+        for group in self._source_groups():
+            free = np.concatenate([[not self.sources[k].actions_known] * len(self._clips(k)) for k in group])
+            w = np.ones(len(free))
+            if free.any() and not free.all():
+                w = np.where(free, action_free_share / free.sum(), (1 - action_free_share) / (~free).sum())
+            weights.append(w / w.sum())
+        return weights
+
+    def _source_groups(self) -> list[list[int]]:
+        by_group: dict[tuple[str, str], list[int]] = {}
         for k, s in enumerate(self.sources):
-            by_group.setdefault((s.robot, s.task), []).append(np.arange(self._cum[k], self._cum[k + 1]))
-        return [np.concatenate(parts) for parts in by_group.values()]
+            by_group.setdefault((s.robot, s.task), []).append(k)
+        return list(by_group.values())
+
+    def _clips(self, k: int) -> np.ndarray:
+        return np.arange(self._cum[k], self._cum[k + 1])
 
 
 class MixtureBatchSampler(torch.utils.data.Sampler):
     """Batches of one group each: batch b's group (drawn in proportion to the groups' clips) and its clips
-    (without repeats) are a pure function of (seed, b); `start_batch` skips the batches already trained on,
-    and process `rank` of `world` takes every world-th batch."""
+    (without repeats; with `weights`, each group's clip probabilities) are a pure function of (seed, b);
+    `start_batch` skips the batches already trained on, and process `rank` of `world` takes every
+    world-th batch."""
 
     def __init__(
         self, groups: list[np.ndarray], batch_size: int, seed: int, start_batch: int = 0,
-        rank: int = 0, world: int = 1,
+        rank: int = 0, world: int = 1, weights: list[np.ndarray] | None = None,
     ):  # fmt: skip
         if small := [len(g) for g in groups if len(g) < batch_size]:
             raise ValueError(f"a dataset group has {small[0]} clips, fewer than one batch of {batch_size}; "
@@ -156,11 +177,13 @@ class MixtureBatchSampler(torch.utils.data.Sampler):
         self.start, self.rank, self.world = start_batch, rank, world
         sizes = np.array([len(g) for g in groups], dtype=np.float64)
         self.weights = sizes / sizes.sum()
+        self.clip_weights = weights
 
     def batch(self, b: int) -> list[int]:
         rng = np.random.default_rng([self.seed, b])
-        group = self.groups[int(rng.choice(len(self.groups), p=self.weights))]
-        return group[rng.choice(len(group), self.batch_size, replace=False)].tolist()
+        g = int(rng.choice(len(self.groups), p=self.weights))
+        p = None if self.clip_weights is None else self.clip_weights[g]
+        return self.groups[g][rng.choice(len(self.groups[g]), self.batch_size, replace=False, p=p)].tolist()
 
     def __iter__(self):
         b = self.start

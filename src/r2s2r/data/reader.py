@@ -59,6 +59,8 @@ class ClipConfig:
     episodes: tuple[int, ...] | None = None  # episode indices to use (of the first dataset); None = all
     action_free: tuple[str, ...] = ()  # r2s2r-train: datasets of `root` read as footage without actions
     # (their actions and proprio are never shown to the model)
+    action_free_share: float = 0.0  # r2s2r-train: share of a batch's clips drawn from the action-free
+    # datasets of its robot and task (0: in proportion to their clips)
 
     def __post_init__(self) -> None:
         if self.context_frames < 1 or self.future_frames < 0:
@@ -69,6 +71,8 @@ class ClipConfig:
         if self.frame_rate < 0:
             raise ValueError(f"frame_rate={self.frame_rate} must be >= 1 Hz, or 0 for the model's.")
         self.cameras = tuple(self.cameras)
+        if not 0.0 <= self.action_free_share < 1.0:
+            raise ValueError(f"action_free_share={self.action_free_share} must be in [0, 1).")
 
     @property
     def clip_length(self) -> int:

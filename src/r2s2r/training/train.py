@@ -47,9 +47,17 @@ PRESETS = ("tiny", "small", "base")
 # stop_after, logging, saving, workers, precision, tensorboard) may change between jobs.
 RUN_SETTINGS = ("preset", "batch_size", "grad_accum", "lr", "warmup_steps", "weight_decay", "grad_clip",
                 "ema_decay", "seed", "init_from")  # fmt: skip
-DATA_SETTINGS = ("root", "episodes", "frame_rate", "future_frames", "robot", "action_free")
+DATA_SETTINGS = (
+    "root",
+    "episodes",
+    "frame_rate",
+    "future_frames",
+    "robot",
+    "action_free",
+    "action_free_share",
+)
 # Settings added after runs were first saved, with the value older checkpoints were trained with.
-LATER_SETTINGS = {"init_from": "", "data.action_free": []}
+LATER_SETTINGS = {"init_from": "", "data.action_free": [], "data.action_free_share": 0.0}
 
 
 class TrainingDivergedError(UserError, FloatingPointError):
@@ -337,7 +345,8 @@ def _loader(cfg: TrainConfig, dataset: ClipDataset, start: int, accelerator) -> 
 def _mixture_loader(cfg: TrainConfig, dataset: MixtureDataset, start: int, accelerator):
     """Batches of one (robot, task) group each, in the order the seed fixes, from step `start` on."""
     sampler = MixtureBatchSampler(dataset.groups(), cfg.batch_size, cfg.seed, start * cfg.grad_accum,
-                                  accelerator.process_index, accelerator.num_processes)  # fmt: skip
+                                  accelerator.process_index, accelerator.num_processes,
+                                  dataset.group_weights(cfg.data.action_free_share))  # fmt: skip
     return torch.utils.data.DataLoader(
         dataset, batch_sampler=sampler, num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0,
         generator=torch.Generator().manual_seed(cfg.seed),  # not the global RNG: checkpoints restore that one
