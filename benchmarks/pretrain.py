@@ -203,13 +203,14 @@ def evaluate(root: Path, name: str, args, data: str = "tc_test") -> dict:
 
 
 def check_share(root: Path, plan: dict, args) -> dict | None:
-    """The action-free share was chosen after the first ablation was scored on tc_test: its runs and their
-    baselines are scored again on `tc_check`, episodes no decision has seen."""
+    """The action-free share was chosen after the first ablation was scored on tc_test: its runs, their
+    baselines and the largest N are scored again on `tc_check`, episodes no decision has seen."""
     names = [n for n in plan if n.endswith("_video_share")]
     if not names:
         return None
-    n = args.video_n
-    names = [f"scratch_{n}", f"pretrained_{n}", f"scratch_{n}_video", f"pretrained_{n}_video", *names]
+    n, most = args.video_n, max(args.ns)
+    names = [f"scratch_{n}", f"pretrained_{n}", f"scratch_{most}", f"pretrained_{most}", f"scratch_{n}_video",
+             f"pretrained_{n}_video", *names]  # fmt: skip
     out = {name: figures(evaluate(root, name, args, "tc_check")) for name in names}
     header = ["run", "dB top", "dB left", "dB right", "dB mean", "obj 3s cm", "agree head"]
     keys = ["psnr_gain_1s_top", "psnr_gain_1s_left_wrist", "psnr_gain_1s_right_wrist", "psnr_gain_1s_mean",
