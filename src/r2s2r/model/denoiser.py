@@ -176,7 +176,7 @@ class MultiViewDenoiser(nn.Module):
         self, chunks: torch.Tensor, states: torch.Tensor, robot: str, known: torch.Tensor | None
     ) -> torch.Tensor:
         """Per-frame joint tokens (B, K+1, A+S, D): the chunk that led into the frame, then its proprio."""
-        (B, K), A = states.shape[:2], self.cfg.embodiment(robot).action_dim
+        (B, K), A = states.shape[:2], self.action_joint[robot].shape[2]  # the robot's action size
         per_joint = chunks.reshape(B, K, -1, A).transpose(2, 3)  # (B,K,A,stride*features)
         no_action, unknown = self.no_action_tokens[robot], self.unknown_state[robot]
         actions = self.action_token[robot](per_joint)  # (B,K,A,D)
