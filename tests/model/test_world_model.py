@@ -122,6 +122,8 @@ def test_bad_configs():
         WorldModelConfig.tiny(context_tokens=False, stack_context=False)
     with pytest.raises(ValueError, match="view_balance=-1 must be in"):
         WorldModelConfig.tiny(view_balance=-1)
+    with pytest.raises(ValueError, match="head.contact=True needs head.kinematics=True"):
+        WorldModelConfig.tiny(head=dict(contact=True, kinematics=False))
 
 
 def test_missing_camera_in_batch(clips):
@@ -566,6 +568,84 @@ def test_imagined_objects_stay_above_the_table(clips):
     np.testing.assert_allclose(imagine([0.05, 0.5, 0.10], [0.2, 0.0, -0.5]), [0.05, 0.5, 0.02], atol=1e-5)
     edge = float(fk.table_hi[0]) + 0.05  # beyond the table's +x edge: nothing holds it up
     np.testing.assert_allclose(imagine([edge, 0.5, 0.10], [0.0, 0.0, -0.3]), [edge, 0.5, -0.2], atol=1e-5)
+
+
+def _quaternion(rot: np.ndarray) -> torch.Tensor:
+    """(w, x, y, z) of a rotation matrix, by MuJoCo."""
+    import mujoco
+
+    q = np.zeros(4)
+    mujoco.mju_mat2Quat(q, rot.reshape(-1))
+    return torch.tensor(q, dtype=torch.float32)
+
+
+def test_contact_head_reads_only_the_gripper_cube_geometry(clips, tmp_path):
+    """`head.contact`: a gripper's next opening and its odds of carrying the cube depend on where the cube
+    sits in that gripper's frame, and not on where the arm is, on the learnt latent, or on what the
+    general dynamics MLP predicts for the gripper joint; they survive a save and load."""
+    import mujoco
+
+    from r2s2r.robots.checker import PhysicsChecker
+    from r2s2r.robots.spec import robot_spec
+
+    model = _model(clips, head=dict(still_mode=True, contact=True))
+    head, cfg = model.state_head, model.config
+    L = cfg.head.latent_dim
+    assert head.contact and head.modes == 4
+    gen = torch.Generator().manual_seed(3)
+    with torch.no_grad():  # untrained, the grippers would not move: give every contact net some weights
+        for net in (head.grip_net, head.carry_net, head.rest_net, head.outcome_net):
+            for p in net.parameters():
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+    checker = PhysicsChecker(robot_spec("aloha"))
+
+    def grasp(state):
+        checker.data.qpos[:] = checker.qpos(state.double().numpy()[None])[0]
+        mujoco.mj_kinematics(checker.model, checker.data)
+        body = checker.model.body("vx300s_left/gripper_link").id
+        rot = checker.data.xmat[body].reshape(3, 3).copy()
+        return checker.data.xpos[body] + rot @ [0.12, 0, 0], rot
+
+    turn = np.array([[0.0, -1, 0], [1, 0, 0], [0, 0, 1]]) @ np.array(
+        [[1, 0, 0], [0, 0.8, -0.6], [0, 0.6, 0.8]]
+    )
+
+    def contact(state, offset, z_seed):
+        """The left gripper's raw opening after one frame, and its carry logit, for a cube at `offset` (m)
+        in its frame, turned by `turn` relative to it."""
+        point, rot = grasp(state)
+        pose = torch.cat([torch.tensor(point + rot @ offset, dtype=torch.float32), _quaternion(rot @ turn)])
+        z = torch.randn(1, L, generator=torch.Generator().manual_seed(z_seed))
+        latent = torch.cat([z, model.norm("state", state)[None], model.norm("env", pose)[None]], -1)
+        latent = latent[:, None].expand(-1, cfg.head.ensemble, -1)
+        chunk = torch.zeros(1, cfg.chunk_dim)
+        with torch.no_grad():
+            _, nxt, _, logits = head._step_parts(latent, chunk)
+        opening = model.unnorm("state", nxt)[0, :, 6]  # (M,)
+        return opening, logits[0, :, 2]  # the left gripper's carried mode
+
+    home = torch.tensor([0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.6, 0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.1])
+    moved = home.clone()
+    moved[[0, 5]] += torch.tensor([0.4, 0.7])  # the left arm turned and its wrist rolled; another latent
+    # (the waist and the wrist's roll keep the grasp point's height, which the contact head also reads)
+    assert np.linalg.norm(grasp(moved)[0] - grasp(home)[0]) > 0.05
+    assert np.abs(grasp(moved)[1] - grasp(home)[1]).max() > 0.3
+    at_pads = np.array([0.005, 0.0, 0.0])  # along the wrist's roll axis: its height stays too
+    a = contact(home, at_pads, 0)
+    b = contact(moved, at_pads, 1)
+    for x, y in zip(a, b, strict=True):
+        torch.testing.assert_close(x, y, atol=1e-4, rtol=0)
+    with torch.no_grad():  # the general MLP asks the left gripper to open wide: ignored
+        head.dynamics.b2[:, L + 6] += 3.0
+    torch.testing.assert_close(contact(home, at_pads, 0)[0], a[0], atol=0, rtol=0)
+    beside = contact(home, np.array([0.005, 0.04, 0.0]), 0)  # 4 cm along the closing axis
+    assert (beside[0] - a[0]).abs().max() > 1e-3 and (beside[1] - a[1]).abs().max() > 1e-3
+    model.save_pretrained(tmp_path / "contact")
+    loaded = WorldModel.from_pretrained(tmp_path / "contact")
+    assert loaded.state_head.contact
+    head = loaded.state_head
+    for x, y in zip(a, contact(home, at_pads, 0), strict=True):
+        torch.testing.assert_close(x, y, atol=0, rtol=0)
 
 
 def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):

@@ -39,6 +39,10 @@ class StateHeadConfig:
         False  # imagined frames end with the arm joints at the chunk's last target (no weights)
     )
     holds: bool = False  # imagined steps: a closed gripper holding an airborne object keeps it (no weights)
+    # Contact outcomes (how far each gripper closes, the carry / still odds, reward and success) read only
+    # the object's geometry relative to each gripper and its commands, never the latent or the arms' joints:
+    # what a grasp does then does not depend on which controller brought the gripper there.
+    contact: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.pose_modes <= 8:
@@ -47,6 +51,8 @@ class StateHeadConfig:
             raise ValueError(f"head.object_dropout={self.object_dropout} must be in [0, 1).")
         if self.ensemble < 1 or self.latent_dim < 1 or self.hidden < 1:
             raise ValueError("head.ensemble, head.latent_dim and head.hidden must all be >= 1.")
+        if self.contact and not (self.kinematics and self.carries_state):
+            raise ValueError("head.contact=True needs head.kinematics=True and head.carries_state=True.")
 
 
 @dataclass

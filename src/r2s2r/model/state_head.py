@@ -70,8 +70,12 @@ class StateDynamicsHead(nn.Module):
         if not C:  # 5. decoders
             self.state_out = nn.ModuleDict({cfg.robot: nn.Linear(L, cfg.state_dim)})
         self.env_out = nn.Linear(L, max(cfg.env_state_dim, 1))  # carried: the cameras' guess at the start
-        self.reward_out = nn.Linear(L + C + relations, cfg.reward_levels)
-        self.success_out = nn.Linear(L + C + relations, 1)
+        self.contact = bool(cfg.head.contact and self.kinematic and self.modes > 1)
+        if self.contact:  # 6. contact outcomes from the gripper-object geometry alone
+            self._build_contact(cfg)
+        else:
+            self.reward_out = nn.Linear(L + C + relations, cfg.reward_levels)
+            self.success_out = nn.Linear(L + C + relations, 1)
 
     def _build_encoder(self, cfg: WorldModelConfig) -> None:
         """The camera trunk (if it reads cameras), the proprio and object-pose inputs, the encoder to the
@@ -122,6 +126,29 @@ class StateDynamicsHead(nn.Module):
             self.register_buffer("mode_moves", moves, persistent=False)
         return relations
 
+    CONTACT_HIDDEN = 64  # hidden width of the contact MLPs
+    GEOMETRY = 8  # per gripper: object position in its frame (3), nearness, opening, height, 2 alignments
+
+    def _build_contact(self, cfg: WorldModelConfig) -> None:
+        """`head.contact`: four small ensembles that read only `geometry` (each gripper's relation to the
+        object, its opening, the object's height) and the gripper's command. One network serves every
+        gripper (a grasp is a grasp whichever hand makes it): `grip_net` gives how far it moves this
+        frame (a closing gripper stops on the object between its pads), `carry_net` the odds that it
+        carries the object; `rest_net` gives the odds of the free and still modes from both grippers'
+        geometry, `outcome_net` the staged reward and success."""
+        if cfg.state_dim != cfg.action_dim:
+            raise ValueError(
+                "head.contact=True needs actions that are joint targets (action_dim == state_dim); "
+                f"this robot has action_dim={cfg.action_dim}, state_dim={cfg.state_dim}."
+            )
+        M, H, G, X = cfg.head.ensemble, self.CONTACT_HIDDEN, self.fk.num_grippers, self.GEOMETRY
+        self.grip_net = EnsembleMLP(M, X + 2, H, 1)  # + command, command - opening
+        self.carry_net = EnsembleMLP(M, X + 3, H, 1)  # + the same, + the predicted motion
+        self.rest_net = EnsembleMLP(M, G * (X + 2), H, self.modes - G)
+        self.outcome_net = EnsembleMLP(M, G * X, H, cfg.reward_levels + 1)
+        with torch.no_grad():  # untrained: the grippers do not move
+            self.grip_net.w2.zero_()
+
     def _build_scales(self, cfg: WorldModelConfig) -> None:
         """Buffers for joints in radians and the pose in metres (kinematic heads, saved) and for commands in
         proprio's normalization (`head.arm_targets`, not saved: it adds no weights, so a trained head can
@@ -132,12 +159,15 @@ class StateDynamicsHead(nn.Module):
             self.register_buffer(f"{name}_std", torch.ones(dim))
         # With `head.arm_targets` the arm joints end each frame at their last target.
         self.arm_targets = bool(cfg.head.arm_targets and self.carried and cfg.state_dim == cfg.action_dim)
-        if self.arm_targets:
+        if self.arm_targets or (cfg.head.contact and self.kinematic):
             from r2s2r.robots.spec import robot_spec
 
             grippers = set(robot_spec(cfg.robot).gripper_indices)
             arms = torch.tensor([i for i in range(cfg.state_dim) if i not in grippers])
             self.register_buffer("arm_index", arms, persistent=False)
+            self.register_buffer(
+                "grip_index", torch.tensor(robot_spec(cfg.robot).gripper_indices), persistent=False
+            )
             for name, dim in (("joint", cfg.state_dim), ("command", cfg.action_dim)):
                 if name not in scales:
                     self.register_buffer(f"{name}_mean", torch.zeros(dim), persistent=False)
@@ -256,6 +286,56 @@ class StateDynamicsHead(nn.Module):
         near = torch.exp(-rel.pow(2).sum(-1, keepdim=True) / (2 * NEAR**2))
         return torch.cat([(rel / REL_SCALE).clamp(-4, 4), near], dim=-1).flatten(-2)
 
+    def geometry(self, latent: torch.Tensor) -> torch.Tensor:
+        """(...,G,GEOMETRY) what `head.contact` reads of a latent, per gripper: the object's position in the
+        gripper's frame (units of REL_SCALE, clamped) and its nearness to the point between the pads, the
+        gripper's opening (its joint, raw), the object's height above the table (units of REL_SCALE), and
+        how square the fingers' closing axis and the gripper's pointing axis stand to the object's faces
+        (1: along a face normal). Nothing else: not the arms' joints, not where in the workspace it is."""
+        point, rot, position, rel = self._grasp(latent)
+        L, S = self.cfg.head.latent_dim, self.cfg.state_dim
+        raw = latent[..., L : L + S] * self.joint_std + self.joint_mean
+        opening = raw[..., self.grippers, None]  # (...,G,1)
+        height = ((position[..., 2:3] - self.fk.table_top) / REL_SCALE).clamp(-4, 8)  # (...,1)
+        quat = (latent[..., L + S :] * self.pose_std + self.pose_mean)[..., 3:7]
+        faces = _quat_matrix(quat)  # (...,3,3) the object's axes as columns
+        square = (rot.transpose(-1, -2) @ faces[..., None, :, :]).abs().amax(-1)  # (...,G,3)
+        near = torch.exp(-rel.pow(2).sum(-1, keepdim=True) / (2 * NEAR**2))
+        return torch.cat(
+            [
+                (rel / REL_SCALE).clamp(-4, 4),
+                near,
+                opening,
+                height[..., None, :].expand_as(near),
+                square[..., :2],
+            ],
+            dim=-1,
+        )
+
+    def _commands(self, chunk: torch.Tensor) -> torch.Tensor:
+        """(B,G) each gripper's last commanded target of the chunk (B,C), raw."""
+        last = chunk.unflatten(-1, (self.cfg.frame_stride, -1))[:, -1]
+        return (last * self.command_std + self.command_mean)[:, self.grippers]
+
+    @staticmethod
+    def _members(net: EnsembleMLP, x: torch.Tensor) -> torch.Tensor:
+        """An ensemble over (B,M,...,I): the dimensions between M and I are folded into the batch."""
+        B, M, *mid, I = x.shape
+        out = net(x.movedim(1, -2).reshape(-1, M, I))  # (B*mid, M, O)
+        return out.reshape(B, *mid, M, -1).movedim(-2, 1)
+
+    def _contact_step(self, latent: torch.Tensor, chunk: torch.Tensor):
+        """`head.contact`: latent (B,M,·), chunk (B,C) -> each gripper's raw opening at the frame's end
+        (B,M,G) and the modes' logits (B,M,K) (free, still, then carried by each gripper)."""
+        geo = self.geometry(latent)  # (B,M,G,X)
+        cmd = self._commands(chunk)[:, None, :, None].expand(*geo.shape[:-1], 1)
+        opening = geo[..., 4:5]
+        x = torch.cat([geo, cmd, cmd - opening], dim=-1)
+        move = self._members(self.grip_net, x)  # (B,M,G,1)
+        carry = self._members(self.carry_net, torch.cat([x, move], dim=-1))[..., 0]  # (B,M,G)
+        rest = self.rest_net(x.flatten(-2))  # (B,M,K-G)
+        return (opening + move)[..., 0], torch.cat([rest, carry], dim=-1)
+
     def _step_parts(
         self,
         latent: torch.Tensor,
@@ -284,6 +364,10 @@ class StateDynamicsHead(nn.Module):
         if self.arm_targets:  # the arms end the frame at their last target; the grippers as learnt
             arms = self._last_target(chunk)[:, None].index_select(-1, self.arm_index)
             state = state.index_copy(-1, self.arm_index, arms.expand(*state.shape[:-1], -1))
+        contact = self._contact_step(latent, chunk) if self.contact else None
+        if contact is not None:  # the grippers' opening from the contact model
+            grip = (contact[0] - self.joint_mean[self.grippers]) / self.joint_std[self.grippers]
+            state = state.index_copy(-1, self.grip_index, grip)
         if not E:
             return z, state, None, None
         base = latent[..., None, L + S :].expand(*latent.shape[:-1], K, E)
@@ -300,6 +384,8 @@ class StateDynamicsHead(nn.Module):
             moved = self._rigid_holds(moved)
         poses = base + (moved * self.mode_moves if self.still else moved)
         logits = change[..., -K:] if K > 1 else None
+        if contact is not None:
+            logits = contact[1]
         return z, state, poses, logits
 
     def _last_target(self, chunk: torch.Tensor) -> torch.Tensor:
@@ -501,12 +587,19 @@ class StateDynamicsHead(nn.Module):
         """From latents (...,latent_size): normalized state and object state, reward logits, success logit."""
         L, S = self.cfg.head.latent_dim, self.cfg.state_dim
         state = latent[..., L : L + S] if self.carried else self.state_out[self.cfg.robot](latent)
-        outcome = torch.cat([latent, self.relations(latent)], dim=-1) if self.kinematic else latent
+        if self.contact:
+            flat = latent[:, None] if latent.dim() == 2 else latent  # (B,M,·)
+            out = self.outcome_net(self.geometry(flat).flatten(-2))
+            out = out[:, 0] if latent.dim() == 2 else out
+            reward, success = out[..., :-1], out[..., -1]
+        else:
+            outcome = torch.cat([latent, self.relations(latent)], dim=-1) if self.kinematic else latent
+            reward, success = self.reward_out(outcome), self.success_out(outcome).squeeze(-1)
         return {
             "state": state,
             "env_state": self._pose(latent),
-            "reward_logits": self.reward_out(outcome),
-            "success_logit": self.success_out(outcome).squeeze(-1),
+            "reward_logits": reward,
+            "success_logit": success,
         }
 
     @staticmethod
@@ -514,6 +607,17 @@ class StateDynamicsHead(nn.Module):
         """Uncertainty (B,) of member predictions (B,M,·): mean std of normalized state and object state."""
         spread = torch.cat([decoded["state"], decoded["env_state"]], dim=-1).std(dim=1)  # (B,S+E)
         return spread.mean(dim=-1)
+
+
+def _quat_matrix(q: torch.Tensor) -> torch.Tensor:
+    """Rotation matrices (...,3,3) of (w, x, y, z) quaternions (...,4), normalized first."""
+    w, x, y, z = (q / q.norm(dim=-1, keepdim=True).clamp_min(1e-9)).unbind(-1)
+    rows = (
+        (1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)),
+        (2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)),
+        (2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)),
+    )
+    return torch.stack([torch.stack(r, dim=-1) for r in rows], dim=-2)
 
 
 def pose_error(pred: torch.Tensor, truth: torch.Tensor) -> torch.Tensor:

@@ -38,6 +38,14 @@ on in a refined head's config.json): a cube in mid-air within reach of a closed 
 open stays in that hand whatever the odds (the rule the training labels follow), and a carried cube moves
 rigidly with its gripper, within 5 mm.
 
+--contact makes every contact outcome a function of the gripper-cube geometry alone (head.contact; needs
+--kinematics and --still_mode): how far each gripper closes this frame (it stops on a cube between its
+pads), the odds that it carries the cube, the odds that the cube stays or moves freely, and the staged
+reward and success read only the cube's position in each gripper's frame, the gripper's opening and
+command, the cube's height above the table and how square the fingers stand to its faces; one network
+serves both grippers. Not the arms' joints, not the latent: what a grasp does then does not depend on
+which controller brought the gripper there.
+
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds; each imagined episode of WorldModelEnv follows one, drawn once by the odds.
 Training scores the alternative nearest the truth (winner takes all).

@@ -87,6 +87,7 @@ class RefineConfig:
     arm_targets: bool = False  # the arm joints end each frame at their last target (head.arm_targets)
     still_mode: bool = False  # a pose mode that keeps the object exactly where it is (head.still_mode)
     holds: bool = False  # imagined holds are holds: rigid, and kept in mid-air until released (head.holds)
+    contact: bool = False  # contact outcomes from the gripper-object geometry alone (head.contact)
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
@@ -152,7 +153,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
     if cfg.upgrade or cfg.pose_modes:
         fields_ = {
             "kinematics": cfg.kinematics, "arm_targets": cfg.arm_targets, "still_mode": cfg.still_mode,
-            "holds": cfg.holds, "reads_cameras": cfg.cameras,
+            "holds": cfg.holds, "reads_cameras": cfg.cameras, "contact": cfg.contact,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
@@ -194,7 +195,16 @@ def head_settings(cfg: HeadTrainConfig) -> dict:
 def refine_settings(cfg: RefineConfig) -> dict:
     """What decides a refinement's weights, keyed by flag (paths made absolute), as JSON values: a resumed
     run must ask for the same."""
-    flags = ("max_episodes", "upgrade", "pose_modes", "kinematics", "arm_targets", "still_mode", "holds")
+    flags = (
+        "max_episodes",
+        "upgrade",
+        "pose_modes",
+        "kinematics",
+        "arm_targets",
+        "still_mode",
+        "holds",
+        "contact",
+    )
     settings = {
         "checkpoint": str(Path(cfg.checkpoint).resolve()),
         "data": [str(Path(root).resolve()) for root in cfg.data],
