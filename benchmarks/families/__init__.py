@@ -11,6 +11,8 @@ success.
 | `waypoint`      | Cartesian waypoints, top-down grasp, IK every step; reads the cube pose      |
 | `jointspace`    | joint keyframes solved once, minimum-jerk, angled grasp; reads the cube pose |
 | `camera`        | finds the cube in the top image only, then acts like `waypoint`              |
+| `pincer`        | Cartesian servo on the cube read every step, low side grasp, wrist roll,     |
+|                 | take from above; phases end on arrival, not on a clock                       |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).

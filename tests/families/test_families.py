@@ -37,7 +37,7 @@ def _fingers_xy_at_close(episode: dict) -> tuple[np.ndarray, np.ndarray]:
     return (tips[0][:2] + tips[1][:2]) / 2, cubes[close, :2]
 
 
-@pytest.mark.parametrize("family", ["waypoint", "jointspace"])
+@pytest.mark.parametrize("family", ["waypoint", "jointspace", "pincer"])
 def test_nominal_settings_succeed(family):
     episodes = play(family, {}, initial_poses("id", 3), num_envs=3)
     assert [e["success"] for e in episodes] == [True, True, True]
@@ -53,6 +53,49 @@ def test_large_grasp_offset_closes_away_from_the_cube():
         fingers, cube = _fingers_xy_at_close(bad)
         assert np.linalg.norm(fingers - cube) >= 0.03
         assert not bad["success"] and bad["max_reward"] < 2  # never lifted
+
+
+def _gripper_axes(episode: dict, side: str, step: int) -> np.ndarray:
+    """(3,3) orientation of one gripper link (columns: approach, closing, third) at `step` of a recorded
+    episode, from MuJoCo's kinematics of the recorded joint state (not from the families' own)."""
+    model = load_model()
+    data = mujoco.MjData(model)
+    data.qpos[0:6], data.qpos[8:14] = episode["states"][step, :6], episode["states"][step, 7:13]
+    mujoco.mj_kinematics(model, data)
+    return data.xmat[model.body(f"vx300s_{side}/gripper_link").id].reshape(3, 3).copy()
+
+
+def _first_close(actions: np.ndarray, column: int) -> int:
+    """First step at which a gripper command (column 6: left, 13: right) drops below open."""
+    return int(np.nonzero(actions[:, column] < 0.99)[0][0])
+
+
+def test_pincer_grasps_from_the_side_and_hands_over_from_above():
+    poses = initial_poses("id", 3)
+    pincer = play("pincer", {}, poses, num_envs=3, record=True)
+    waypoint = play("waypoint", {}, poses, num_envs=3, record=True)
+    for ours, theirs in zip(pincer, waypoint, strict=True):
+        close = _first_close(ours["actions"], 13)
+        approach = _gripper_axes(ours, "right", close)[:, 0]
+        assert np.degrees(np.arcsin(-approach[2])) < 45  # pitched down by less than 45 degrees: a side grasp
+        assert approach[0] < -0.5  # coming in from the cube's +x side
+        closing = _gripper_axes(ours, "right", close)[:, 1]
+        assert abs(closing[2]) < 0.3  # fingers close horizontally, on the cube's side faces
+        top_down = _gripper_axes(theirs, "right", _first_close(theirs["actions"], 13))[:, 0]
+        assert top_down[2] < -0.95  # waypoint comes straight down
+        take = _first_close(ours["actions"], 6)
+        assert _gripper_axes(ours, "left", take)[2, 0] < -0.95  # the left hand takes from above ...
+        assert abs(_gripper_axes(ours, "right", take)[2, 1]) > 0.9  # ... beside the rolled right fingers
+        assert ours["cubes"][take, 2] > 0.25  # high above the table
+        assert ours["success"]
+
+
+def test_pincer_bad_settings_fail_as_described():
+    poses = initial_poses("id", 2)
+    early = play("pincer", {"early_release": 0.05}, poses, num_envs=2)
+    assert all(e["max_reward"] >= 2 and not e["success"] for e in early)  # lifted, then dropped
+    sluggish = play("pincer", {"servo_gain": 0.02}, poses, num_envs=2)
+    assert all(not e["success"] for e in sluggish)  # the servo does not arrive in time
 
 
 def test_top_camera_detector_locates_the_cube():
@@ -86,7 +129,12 @@ def test_camera_policy_never_reads_the_cube_pose():
 
 
 @pytest.mark.parametrize(
-    ("family", "kwargs"), [("waypoint", {"joint_noise": 0.03}), ("jointspace", {"calib_std": 0.03})]
+    ("family", "kwargs"),
+    [
+        ("waypoint", {"joint_noise": 0.03}),
+        ("jointspace", {"calib_std": 0.03}),
+        ("pincer", {"joint_noise": 0.03}),
+    ],
 )
 def test_same_seed_same_episode_whatever_the_batch(family, kwargs):
     poses = initial_poses("ood", 2)
