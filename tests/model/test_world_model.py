@@ -570,6 +570,38 @@ def test_imagined_objects_stay_above_the_table(clips):
     np.testing.assert_allclose(imagine([edge, 0.5, 0.10], [0.0, 0.0, -0.3]), [edge, 0.5, -0.2], atol=1e-5)
 
 
+def test_falls_lands_an_object_nothing_can_hold(clips):
+    """`head.falls`: a cube 3 cm up with both grippers out of reach ends the frame on the table at its x-y
+    whatever the dynamics predict (here: it hovers); within reach of a gripper, or off the table's edge,
+    the prediction stands; without the rule it hovers."""
+    home = torch.tensor([0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.1] * 2)
+
+    def imagine(falls, start):  # the free mode predicts "stays where it is"
+        model = _model(clips, head=dict(still_mode=False, falls=falls))
+        head, cfg = model.state_head, model.config
+        pose = model.norm("env", torch.tensor([*start, 1.0, 0.0, 0.0, 0.0], dtype=torch.float32))
+        latent = torch.cat(
+            [torch.zeros(1, cfg.head.latent_dim), model.norm("state", home)[None], pose[None]], -1
+        )
+        reach = head._grasp(latent[:, None])[3].norm(dim=-1).min().item()
+        with torch.no_grad():
+            nxt = head.step(latent, torch.zeros(1, cfg.chunk_dim), draw=torch.tensor([0.0]))
+            return model.unnorm("env", head.decode(nxt)["env_state"][0, 0])[:3].double().numpy(), reach
+
+    lands, reach = imagine(True, [0.05, 0.5, 0.05])
+    assert reach > 0.08  # CARRY_REACH: no gripper can hold it
+    np.testing.assert_allclose(lands, [0.05, 0.5, 0.02], atol=1e-5)
+    np.testing.assert_allclose(imagine(False, [0.05, 0.5, 0.05])[0], [0.05, 0.5, 0.05], atol=1e-5)
+    model = _model(clips)
+    fk = model.state_head.fk
+    near = fk(home[None])[0][0, 0].double().numpy() + [0.0, 0.0, -0.03]  # 3 cm under the left grasp point
+    held, reach = imagine(True, near)
+    assert reach < 0.08 and near[2] > 0.05
+    np.testing.assert_allclose(held, near, atol=1e-5)
+    edge = float(fk.table_hi[0]) + 0.05
+    np.testing.assert_allclose(imagine(True, [edge, 0.5, 0.05])[0], [edge, 0.5, 0.05], atol=1e-5)
+
+
 def _quaternion(rot: np.ndarray) -> torch.Tensor:
     """(w, x, y, z) of a rotation matrix, by MuJoCo."""
     import mujoco
@@ -626,11 +658,11 @@ def test_contact_head_reads_only_the_gripper_cube_geometry(clips, tmp_path):
 
     home = torch.tensor([0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.6, 0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.1])
     moved = home.clone()
-    moved[[0, 5]] += torch.tensor([0.4, 0.7])  # the left arm turned and its wrist rolled; another latent
-    # (the waist and the wrist's roll keep the grasp point's height, which the contact head also reads)
+    moved[0] += 0.4  # the left arm turned on its waist elsewhere over the table; another latent
+    # (a turn about the vertical keeps the grasp point's height and the gripper's tilt, which it also reads)
     assert np.linalg.norm(grasp(moved)[0] - grasp(home)[0]) > 0.05
     assert np.abs(grasp(moved)[1] - grasp(home)[1]).max() > 0.3
-    at_pads = np.array([0.005, 0.0, 0.0])  # along the wrist's roll axis: its height stays too
+    at_pads = np.array([0.005, 0.0, 0.002])
     a = contact(home, at_pads, 0)
     b = contact(moved, at_pads, 1)
     for x, y in zip(a, b, strict=True):
@@ -638,7 +670,7 @@ def test_contact_head_reads_only_the_gripper_cube_geometry(clips, tmp_path):
     with torch.no_grad():  # the general MLP asks the left gripper to open wide: ignored
         head.dynamics.b2[:, L + 6] += 3.0
     torch.testing.assert_close(contact(home, at_pads, 0)[0], a[0], atol=0, rtol=0)
-    beside = contact(home, np.array([0.005, 0.04, 0.0]), 0)  # 4 cm along the closing axis
+    beside = contact(home, np.array([0.005, 0.04, 0.002]), 0)  # 4 cm along the closing axis
     assert (beside[0] - a[0]).abs().max() > 1e-3 and (beside[1] - a[1]).abs().max() > 1e-3
     model.save_pretrained(tmp_path / "contact")
     loaded = WorldModel.from_pretrained(tmp_path / "contact")

@@ -43,6 +43,7 @@ class StateHeadConfig:
     # the object's geometry relative to each gripper and its commands, never the latent or the arms' joints:
     # what a grasp does then does not depend on which controller brought the gripper there.
     contact: bool = False
+    falls: bool = False  # imagined steps: an object in mid-air that no gripper can hold lands (no weights)
 
     def __post_init__(self) -> None:
         if not 1 <= self.pose_modes <= 8:

@@ -127,7 +127,9 @@ class StateDynamicsHead(nn.Module):
         return relations
 
     CONTACT_HIDDEN = 64  # hidden width of the contact MLPs
-    GEOMETRY = 8  # per gripper: object position in its frame (3), nearness, opening, height, 2 alignments
+    # per gripper: the object's position in its frame (3), nearness, opening, the object's height, 2
+    # alignments, the grasp point's height and the gripper's axes' vertical components (3)
+    GEOMETRY = 12
 
     def _build_contact(self, cfg: WorldModelConfig) -> None:
         """`head.contact`: four small ensembles that read only `geometry` (each gripper's relation to the
@@ -289,9 +291,11 @@ class StateDynamicsHead(nn.Module):
     def geometry(self, latent: torch.Tensor) -> torch.Tensor:
         """(...,G,GEOMETRY) what `head.contact` reads of a latent, per gripper: the object's position in the
         gripper's frame (units of REL_SCALE, clamped) and its nearness to the point between the pads, the
-        gripper's opening (its joint, raw), the object's height above the table (units of REL_SCALE), and
-        how square the fingers' closing axis and the gripper's pointing axis stand to the object's faces
-        (1: along a face normal). Nothing else: not the arms' joints, not where in the workspace it is."""
+        gripper's opening (its joint, raw), the object's height above the table (units of REL_SCALE), how
+        square the fingers' closing axis and the gripper's pointing axis stand to the object's faces (1:
+        along a face normal), and the gripper's own relation to the table: its grasp point's height above
+        it (units of REL_SCALE) and its axes' vertical components (fingers can close on the table as well
+        as on the object). Nothing else: not the arms' joints, not where over the table it is."""
         point, rot, position, rel = self._grasp(latent)
         L, S = self.cfg.head.latent_dim, self.cfg.state_dim
         raw = latent[..., L : L + S] * self.joint_std + self.joint_mean
@@ -301,6 +305,7 @@ class StateDynamicsHead(nn.Module):
         faces = _quat_matrix(quat)  # (...,3,3) the object's axes as columns
         square = (rot.transpose(-1, -2) @ faces[..., None, :, :]).abs().amax(-1)  # (...,G,3)
         near = torch.exp(-rel.pow(2).sum(-1, keepdim=True) / (2 * NEAR**2))
+        above = ((point[..., 2:3] - self.fk.table_top) / REL_SCALE).clamp(-4, 8)  # (...,G,1)
         return torch.cat(
             [
                 (rel / REL_SCALE).clamp(-4, 4),
@@ -308,6 +313,8 @@ class StateDynamicsHead(nn.Module):
                 opening,
                 height[..., None, :].expand_as(near),
                 square[..., :2],
+                above,
+                rot[..., 2, :],  # the world's vertical in the gripper's frame
             ],
             dim=-1,
         )
@@ -431,7 +438,26 @@ class StateDynamicsHead(nn.Module):
         pose = _take(poses, pick)
         if self.kinematic:
             pose = self._on_table(latent, pose)
+            if self.cfg.head.falls:
+                pose = self._falls(latent, pose)
         return torch.cat([z, state, pose], dim=-1)
+
+    def _falls(self, latent: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
+        """`head.falls`, imagined steps: an object that starts the frame over the table more than LANDING
+        above its resting height with every gripper's grasp point farther than CARRY_REACH (nothing can
+        hold it) ends the frame resting on the table at the x-y it started from. A dropped 4 cm cube falls
+        its 3 cm in under a frame (0.08 s). Recordings start with the cube 3 cm up, where the simulator
+        spawns it; without the rule it hovered there through the imagined episode, 3 cm above the fingers.
+        `latent` (B,M,·): the frame's start; `pose` (B,M,E) normalized: its predicted end."""
+        fk, std, mean = self.fk, self.pose_std[:3], self.pose_mean[:3]
+        _, _, position, rel = self._grasp(latent)
+        floor = fk.table_top + fk.object_rest
+        over = ((position[..., :2] >= fk.table_lo) & (position[..., :2] <= fk.table_hi)).all(-1)
+        alone = (rel.norm(dim=-1) > self.CARRY_REACH).all(-1)
+        falls = over & alone & (position[..., 2] > floor + self.LANDING)  # (B,M)
+        landed = torch.cat([position[..., :2], torch.full_like(position[..., 2:], floor)], dim=-1)
+        landed = torch.cat([(landed - mean) / std, pose[..., 3:]], dim=-1)
+        return torch.where(falls[..., None], landed, pose)
 
     def _holds(self, height: torch.Tensor, reach: torch.Tensor, opening: torch.Tensor) -> torch.Tensor:
         """Where a gripper holds the object through a frame whatever it did (the labels' rule, `carried_by`,

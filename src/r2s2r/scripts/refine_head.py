@@ -46,6 +46,11 @@ command, the cube's height above the table and how square the fingers stand to i
 serves both grippers. Not the arms' joints, not the latent: what a grasp does then does not depend on
 which controller brought the gripper there.
 
+--falls lands an imagined cube that no gripper can hold (head.falls; imagined steps only, no weights, so
+it can also be switched on in a refined head's config.json): one over the table, more than 1.5 cm above its
+resting height, with every grasp point farther than 8 cm, ends the frame on the table at its x-y. The
+reference world spawns the cube 3 cm up; without it the imagined cube could hover there.
+
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds; each imagined episode of WorldModelEnv follows one, drawn once by the odds.
 Training scores the alternative nearest the truth (winner takes all).

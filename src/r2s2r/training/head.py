@@ -88,6 +88,7 @@ class RefineConfig:
     still_mode: bool = False  # a pose mode that keeps the object exactly where it is (head.still_mode)
     holds: bool = False  # imagined holds are holds: rigid, and kept in mid-air until released (head.holds)
     contact: bool = False  # contact outcomes from the gripper-object geometry alone (head.contact)
+    falls: bool = False  # imagined objects that nothing can hold land on the table (head.falls)
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
@@ -154,6 +155,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
         fields_ = {
             "kinematics": cfg.kinematics, "arm_targets": cfg.arm_targets, "still_mode": cfg.still_mode,
             "holds": cfg.holds, "reads_cameras": cfg.cameras, "contact": cfg.contact,
+            "falls": cfg.falls,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
