@@ -3,8 +3,9 @@
 # demonstrator (robots/perturbations.py: grasp, orientation, timing, partial-close, drop, hand-over, speed,
 # noise, pause, re-grasp, push and exploration perturbations, each episode labelled), then the head of
 # assets/world_model_small refined on them without cameras: head_plain (no hand-written rule), head_targets
-# (arm targets only) and head_rules (still mode, holds, arm targets). Besides the base model's own 160
-# training episodes nothing else enters their data: no zoo policy, no held-out family.
+# (arm targets only), head_rules (still mode, holds, arm targets) and head_contact (head.contact, below).
+# Besides the base model's own 160 training episodes nothing else enters their data: no zoo policy, no
+# held-out family.
 #   - recording: four datasets of 5,000 (seeds 1000-1003), two at a time, ~0.25 s of physics an episode;
 #     plus 200 held-out coverage episodes (seed 1100) for the refinement's before/after figures;
 #   - refinement: --head.steps steps each (HEAD_STEPS, default 6,000), both heads at once, about 35 minutes
@@ -36,9 +37,10 @@ refine() {  # refine <name> [flags]
     --heldout=$D/heldout --head.steps=$STEPS --head.seed=0 --output_dir=$out "$@"
 }
 arm_targets() {  # the arms end each imagined frame at their commanded target: a rule without weights,
-  # switched on after refining, as benchmarks/state_only.sh does for the committed head
+  # switched on after refining, as benchmarks/state_only.sh does for the committed head; `falls` as well
+  # where a second argument says so (an imagined object that nothing can hold lands)
   $BIN/python -c 'import sys; from r2s2r.model.configuration_world_model import WorldModelConfig as C
-c = C.load(sys.argv[1]); c.head.arm_targets = True; c.save(sys.argv[1])' $1
+c = C.load(sys.argv[1]); c.head.arm_targets = True; c.head.falls = len(sys.argv) > 2; c.save(sys.argv[1])' "$@"
 }
 refine plain &  # the two heads train side by side, one core (one torch thread) each
 if [ ! -f $D/head_rules/refine.json ]; then
@@ -49,4 +51,16 @@ wait
 if [ ! -f $D/head_targets/refine.json ]; then  # three variants: no rule, arm targets only, every rule
   rm -rf $D/head_targets.tmp && cp -r $D/head_plain $D/head_targets.tmp && arm_targets $D/head_targets.tmp
   mv $D/head_targets.tmp $D/head_targets
+fi
+# The contact head (head.contact: contact outcomes from the gripper-cube geometry alone), with the still
+# mode, holds, arm targets and falls; and the same weights without holds.
+if [ ! -f $D/head_contact/refine.json ]; then
+  refine contact --still_mode=true --holds=true --contact=true
+  arm_targets $D/head_contact falls
+fi
+if [ ! -f $D/head_contact_noholds/refine.json ]; then
+  rm -rf $D/head_contact_noholds.tmp && cp -r $D/head_contact $D/head_contact_noholds.tmp
+  $BIN/python -c 'import sys; from r2s2r.model.configuration_world_model import WorldModelConfig as C
+c = C.load(sys.argv[1]); c.head.holds = False; c.save(sys.argv[1])' $D/head_contact_noholds.tmp
+  mv $D/head_contact_noholds.tmp $D/head_contact_noholds
 fi
