@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from r2s2r.data.reader import ClipConfig, ClipDataset
 from r2s2r.model.configuration_world_model import WorldModelConfig
@@ -124,6 +126,8 @@ def test_bad_configs():
         WorldModelConfig.tiny(view_balance=-1)
     with pytest.raises(ValueError, match="head.contact=True needs head.kinematics=True"):
         WorldModelConfig.tiny(head=dict(contact=True, kinematics=False))
+    with pytest.raises(ValueError, match="head.pads=True needs head.contact=True"):
+        WorldModelConfig.tiny(head=dict(pads=True))
 
 
 def test_missing_camera_in_batch(clips):
@@ -611,22 +615,23 @@ def _quaternion(rot: np.ndarray) -> torch.Tensor:
     return torch.tensor(q, dtype=torch.float32)
 
 
-def test_contact_head_reads_only_the_gripper_cube_geometry(clips, tmp_path):
-    """`head.contact`: a gripper's next opening and its odds of carrying the cube depend on where the cube
-    sits in that gripper's frame, and not on where the arm is, on the learnt latent, or on what the
-    general dynamics MLP predicts for the gripper joint; they survive a save and load."""
+def _contact_probe(model, seed: int | None):
+    """Give every contact net of `model` random weights from `seed` (untrained, the grippers would not
+    move; None: keep its weights); return
+    grasp(state) -> the left gripper's grasp point and orientation (MuJoCo's kinematics), and
+    contact(state, offset, z_seed) -> the left gripper's raw opening after one frame (M,) and its carry
+    logit (M,), for a cube at `offset` (m) in its frame, turned relative to it, and a random latent."""
     import mujoco
 
     from r2s2r.robots.checker import PhysicsChecker
     from r2s2r.robots.spec import robot_spec
 
-    model = _model(clips, head=dict(still_mode=True, contact=True))
     head, cfg = model.state_head, model.config
     L = cfg.head.latent_dim
-    assert head.contact and head.modes == 4
-    gen = torch.Generator().manual_seed(3)
-    with torch.no_grad():  # untrained, the grippers would not move: give every contact net some weights
-        for net in (head.grip_net, head.carry_net, head.rest_net, head.outcome_net):
+    gen = torch.Generator().manual_seed(seed or 0)
+    nets = [head.grip_net, head.carry_net, head.rest_net, head.outcome_net]
+    with torch.no_grad():
+        for net in (nets + ([head.free_net] if cfg.head.pads else [])) if seed is not None else ():
             for p in net.parameters():
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
     checker = PhysicsChecker(robot_spec("aloha"))
@@ -643,8 +648,6 @@ def test_contact_head_reads_only_the_gripper_cube_geometry(clips, tmp_path):
     )
 
     def contact(state, offset, z_seed):
-        """The left gripper's raw opening after one frame, and its carry logit, for a cube at `offset` (m)
-        in its frame, turned by `turn` relative to it."""
         point, rot = grasp(state)
         pose = torch.cat([torch.tensor(point + rot @ offset, dtype=torch.float32), _quaternion(rot @ turn)])
         z = torch.randn(1, L, generator=torch.Generator().manual_seed(z_seed))
@@ -652,11 +655,26 @@ def test_contact_head_reads_only_the_gripper_cube_geometry(clips, tmp_path):
         latent = latent[:, None].expand(-1, cfg.head.ensemble, -1)
         chunk = torch.zeros(1, cfg.chunk_dim)
         with torch.no_grad():
-            _, nxt, _, logits = head._step_parts(latent, chunk)
+            _, nxt, _, logits = model.state_head._step_parts(latent, chunk)
         opening = model.unnorm("state", nxt)[0, :, 6]  # (M,)
         return opening, logits[0, :, 2]  # the left gripper's carried mode
 
-    home = torch.tensor([0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.6, 0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.1])
+    return grasp, contact
+
+
+HOME = (0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.6, 0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.1)
+
+
+def test_contact_head_reads_only_the_gripper_cube_geometry(clips, tmp_path):
+    """`head.contact`: a gripper's next opening and its odds of carrying the cube depend on where the cube
+    sits in that gripper's frame, and not on where the arm is, on the learnt latent, or on what the
+    general dynamics MLP predicts for the gripper joint; they survive a save and load."""
+    model = _model(clips, head=dict(still_mode=True, contact=True))
+    head, cfg = model.state_head, model.config
+    L = cfg.head.latent_dim
+    assert head.contact and head.modes == 4
+    grasp, contact = _contact_probe(model, 3)
+    home = torch.tensor(HOME)
     moved = home.clone()
     moved[0] += 0.4  # the left arm turned on its waist elsewhere over the table; another latent
     # (a turn about the vertical keeps the grasp point's height and the gripper's tilt, which it also reads)
@@ -675,9 +693,43 @@ def test_contact_head_reads_only_the_gripper_cube_geometry(clips, tmp_path):
     model.save_pretrained(tmp_path / "contact")
     loaded = WorldModel.from_pretrained(tmp_path / "contact")
     assert loaded.state_head.contact
-    head = loaded.state_head
+    _, contact = _contact_probe(loaded, None)
     for x, y in zip(a, contact(home, at_pads, 0), strict=True):
         torch.testing.assert_close(x, y, atol=0, rtol=0)
+
+
+def test_pads_leave_a_cube_outside_them_alone(clips, tmp_path):
+    """`head.pads`: outside the learnt box between the pads a gripper closes as on nothing (the same motion
+    wherever the cube is, whatever the geometry net says) and its carry logit drops by log 1e-4; between the
+    pads the cube changes the motion. The box survives a save and load."""
+    model = _model(clips, head=dict(still_mode=True, contact=True, pads=True))
+    head = model.state_head
+    _, contact = _contact_probe(model, 5)
+    home = torch.tensor(HOME)
+    assert np.allclose(F.softplus(head.pad_half).detach().numpy(), head.PAD_HALF, atol=1e-6)
+    above = np.array([0.0, 0.0, 0.09])  # 9 cm along the third axis: 6 cm outside the box
+    at_pads = contact(home, np.array([0.005, 0.0, 0.002]), 0)
+    off = [contact(home, o, 0) for o in (above, np.array([0.0, -0.09, 0.0]), np.array([0.1, 0.0, 0.0]))]
+    for opening, _ in off[1:]:  # a free close: the same wherever the cube is outside the box
+        torch.testing.assert_close(opening, off[0][0], atol=1e-4, rtol=0)
+    assert (at_pads[0] - off[0][0]).abs().max() > 1e-2  # the cube between the pads changes it
+    with torch.no_grad():
+        head.pad_centre.add_(torch.tensor(above, dtype=torch.float32))  # the box moved up to the cube
+    assert (contact(home, above, 0)[0] - off[0][0]).abs().max() > 1e-2
+    model.save_pretrained(tmp_path / "pads")
+    loaded = WorldModel.from_pretrained(tmp_path / "pads").state_head
+    torch.testing.assert_close(loaded.pad_centre, head.pad_centre, atol=0, rtol=0)
+    torch.testing.assert_close(
+        loaded.pad_centre[:, 2], torch.full_like(loaded.pad_centre[:, 2], 0.09), atol=1e-6, rtol=0
+    )
+    with torch.no_grad():  # the box back; no geometry term in the motion, so the carry net reads the same
+        head.pad_centre.zero_()  # input boxed or not and only the box's factor differs
+        head.grip_net.w2.zero_()
+        head.grip_net.b2.zero_()
+        boxed = contact(home, above, 0)[1]
+        head.pad_half.fill_(math.log(math.expm1(1.0)))  # a 1 m box: everything is between the pads
+        unboxed = contact(home, above, 0)[1]
+    torch.testing.assert_close(boxed, unboxed + math.log(1e-4), atol=1e-4, rtol=0)
 
 
 def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):

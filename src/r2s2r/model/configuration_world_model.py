@@ -43,6 +43,9 @@ class StateHeadConfig:
     # the object's geometry relative to each gripper and its commands, never the latent or the arms' joints:
     # what a grasp does then does not depend on which controller brought the gripper there.
     contact: bool = False
+    # With contact: a gripper stops closing on, and carries, only an object between its pads (a box in its
+    # frame whose centre and half-sizes are learnt); elsewhere it closes as it would on nothing.
+    pads: bool = False
     falls: bool = False  # imagined steps: an object in mid-air that no gripper can hold lands (no weights)
 
     def __post_init__(self) -> None:
@@ -54,6 +57,8 @@ class StateHeadConfig:
             raise ValueError("head.ensemble, head.latent_dim and head.hidden must all be >= 1.")
         if self.contact and not (self.kinematics and self.carries_state):
             raise ValueError("head.contact=True needs head.kinematics=True and head.carries_state=True.")
+        if self.pads and not self.contact:
+            raise ValueError("head.pads=True needs head.contact=True.")
 
 
 @dataclass

@@ -133,7 +133,7 @@ class StateDynamicsHead(nn.Module):
 
     def _build_contact(self, cfg: WorldModelConfig) -> None:
         """`head.contact`: four small ensembles that read only `geometry` (each gripper's relation to the
-        object, its opening, the object's height) and the gripper's command. One network serves every
+        object and the table, its opening, the object's height) and the gripper's command. One network serves every
         gripper (a grasp is a grasp whichever hand makes it): `grip_net` gives how far it moves this
         frame (a closing gripper stops on the object between its pads), `carry_net` the odds that it
         carries the object; `rest_net` gives the odds of the free and still modes from both grippers'
@@ -150,6 +150,15 @@ class StateDynamicsHead(nn.Module):
         self.outcome_net = EnsembleMLP(M, G * X, H, cfg.reward_levels + 1)
         with torch.no_grad():  # untrained: the grippers do not move
             self.grip_net.w2.zero_()
+        if cfg.head.pads:  # the box between the pads, per member; its closing motion alone
+            self.free_net = EnsembleMLP(M, 3, H, 1)  # opening, command, command - opening
+            self.pad_centre = nn.Parameter(torch.zeros(M, 3))
+            self.pad_half = nn.Parameter(torch.full((M, 3), math.log(math.expm1(self.PAD_HALF))))
+            with torch.no_grad():
+                self.free_net.w2.zero_()
+
+    PAD_HALF = 0.03  # m: the pad box's half-sizes before training (a 4 cm cube between 2 cm pads)
+    PAD_SOFTNESS = 0.004  # m: how sharply the box's faces cut
 
     def _build_scales(self, cfg: WorldModelConfig) -> None:
         """Buffers for joints in radians and the pose in metres (kinematic heads, saved) and for commands in
@@ -319,6 +328,13 @@ class StateDynamicsHead(nn.Module):
             dim=-1,
         )
 
+    def between_pads(self, rel: torch.Tensor) -> torch.Tensor:
+        """`head.pads`: (B,M,G) in [0,1], how far the object, at rel (B,M,G,3) metres in each gripper's frame,
+        lies inside each member's box between the pads (soft at PAD_SOFTNESS)."""
+        half = F.softplus(self.pad_half)[None, :, None]  # (1,M,1,3)
+        gap = half - (rel - self.pad_centre[None, :, None]).abs()
+        return torch.sigmoid(gap / self.PAD_SOFTNESS).prod(-1)
+
     def _commands(self, chunk: torch.Tensor) -> torch.Tensor:
         """(B,G) each gripper's last commanded target of the chunk (B,C), raw."""
         last = chunk.unflatten(-1, (self.cfg.frame_stride, -1))[:, -1]
@@ -339,7 +355,13 @@ class StateDynamicsHead(nn.Module):
         opening = geo[..., 4:5]
         x = torch.cat([geo, cmd, cmd - opening], dim=-1)
         move = self._members(self.grip_net, x)  # (B,M,G,1)
+        if self.cfg.head.pads:  # the object's effect only between the pads; elsewhere a free close
+            inside = self.between_pads(self._grasp(latent)[3])  # (B,M,G)
+            free = self._members(self.free_net, x[..., [4, -2, -1]])
+            move = free + inside[..., None] * move
         carry = self._members(self.carry_net, torch.cat([x, move], dim=-1))[..., 0]  # (B,M,G)
+        if self.cfg.head.pads:  # no carry of an object outside the pads
+            carry = carry + inside.clamp_min(1e-4).log()
         rest = self.rest_net(x.flatten(-2))  # (B,M,K-G)
         return (opening + move)[..., 0], torch.cat([rest, carry], dim=-1)
 

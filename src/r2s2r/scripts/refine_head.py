@@ -42,9 +42,14 @@ rigidly with its gripper, within 5 mm.
 --kinematics and --still_mode): how far each gripper closes this frame (it stops on a cube between its
 pads), the odds that it carries the cube, the odds that the cube stays or moves freely, and the staged
 reward and success read only the cube's position in each gripper's frame, the gripper's opening and
-command, the cube's height above the table and how square the fingers stand to its faces; one network
-serves both grippers. Not the arms' joints, not the latent: what a grasp does then does not depend on
+command, the cube's height above the table, how square the fingers stand to its faces, and the gripper's
+own height over the table and tilt (fingers can close on the table too); one network serves both grippers. Not the arms' joints, not the latent: what a grasp does then does not depend on
 which controller brought the gripper there.
+
+--pads (with --contact; head.pads) lets the cube act on a gripper only between its pads: a box in the
+gripper's frame, its centre and half-sizes learnt (3 cm before training). Elsewhere the gripper closes as
+it would on nothing and cannot carry the cube, whatever direction it came from; a grasp 5 cm off the cube
+then closes empty instead of on the cube, as in the reference world.
 
 --falls lands an imagined cube that no gripper can hold (head.falls; imagined steps only, no weights, so
 it can also be switched on in a refined head's config.json): one over the table, more than 1.5 cm above its

@@ -88,6 +88,7 @@ class RefineConfig:
     still_mode: bool = False  # a pose mode that keeps the object exactly where it is (head.still_mode)
     holds: bool = False  # imagined holds are holds: rigid, and kept in mid-air until released (head.holds)
     contact: bool = False  # contact outcomes from the gripper-object geometry alone (head.contact)
+    pads: bool = False  # with contact: grasps only of an object between the pads (head.pads)
     falls: bool = False  # imagined objects that nothing can hold land on the table (head.falls)
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
@@ -155,7 +156,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
         fields_ = {
             "kinematics": cfg.kinematics, "arm_targets": cfg.arm_targets, "still_mode": cfg.still_mode,
             "holds": cfg.holds, "reads_cameras": cfg.cameras, "contact": cfg.contact,
-            "falls": cfg.falls,
+            "pads": cfg.pads, "falls": cfg.falls,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
@@ -206,6 +207,7 @@ def refine_settings(cfg: RefineConfig) -> dict:
         "still_mode",
         "holds",
         "contact",
+        "pads",
     )
     settings = {
         "checkpoint": str(Path(cfg.checkpoint).resolve()),
