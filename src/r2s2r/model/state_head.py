@@ -133,10 +133,10 @@ class StateDynamicsHead(nn.Module):
 
     def _build_contact(self, cfg: WorldModelConfig) -> None:
         """`head.contact`: four small ensembles that read only `geometry` (each gripper's relation to the
-        object and the table, its opening, the object's height) and the gripper's command. One network serves every
-        gripper (a grasp is a grasp whichever hand makes it): `grip_net` gives how far it moves this
-        frame (a closing gripper stops on the object between its pads), `carry_net` the odds that it
-        carries the object; `rest_net` gives the odds of the free and still modes from both grippers'
+        object and the table, its opening, the object's height) and the gripper's command. One network
+        serves every gripper (a grasp is a grasp whichever hand makes it): `grip_net` gives how far it
+        moves this frame (a closing gripper stops on the object between its pads), `carry_net` the odds
+        that it carries the object; `rest_net` gives the odds of the free and still modes from both grippers'
         geometry, `outcome_net` the staged reward and success."""
         if cfg.state_dim != cfg.action_dim:
             raise ValueError(

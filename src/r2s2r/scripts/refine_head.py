@@ -43,8 +43,9 @@ rigidly with its gripper, within 5 mm.
 pads), the odds that it carries the cube, the odds that the cube stays or moves freely, and the staged
 reward and success read only the cube's position in each gripper's frame, the gripper's opening and
 command, the cube's height above the table, how square the fingers stand to its faces, and the gripper's
-own height over the table and tilt (fingers can close on the table too); one network serves both grippers. Not the arms' joints, not the latent: what a grasp does then does not depend on
-which controller brought the gripper there.
+own height over the table and tilt (fingers can close on the table too); one network serves both
+grippers. Not the arms' joints, not the latent: what a grasp does then does not depend on which
+controller brought the gripper there.
 
 --pads (with --contact; head.pads) lets the cube act on a gripper only between its pads: a box in the
 gripper's frame, its centre and half-sizes learnt (3 cm before training). Elsewhere the gripper closes as
