@@ -3,7 +3,8 @@
 # demonstrator (robots/perturbations.py: grasp, orientation, timing, partial-close, drop, hand-over, speed,
 # noise, pause, re-grasp, push and exploration perturbations, each episode labelled), then the head of
 # assets/world_model_small refined on them without cameras: head_plain (no hand-written rule), head_targets
-# (arm targets only), head_rules (still mode, holds, arm targets) and head_contact (head.contact, below).
+# (arm targets only), head_rules (still mode, holds, arm targets), head_contact (head.contact, below) and
+# head_pads (head.contact with head.pads).
 # Besides the base model's own 160 training episodes nothing else enters their data: no zoo policy, no
 # held-out family.
 #   - recording: four datasets of 5,000 (seeds 1000-1003), two at a time, ~0.25 s of physics an episode;
@@ -57,6 +58,11 @@ fi
 if [ ! -f $D/head_contact/refine.json ]; then
   refine contact --still_mode=true --holds=true --contact=true
   arm_targets $D/head_contact falls
+fi
+# The same with the box between the pads (head.pads): outside it a gripper closes as on nothing.
+if [ ! -f $D/head_pads/refine.json ]; then
+  refine pads --still_mode=true --holds=true --contact=true --pads=true
+  arm_targets $D/head_pads falls
 fi
 if [ ! -f $D/head_contact_noholds/refine.json ]; then
   rm -rf $D/head_contact_noholds.tmp && cp -r $D/head_contact $D/head_contact_noholds.tmp
