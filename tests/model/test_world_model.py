@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 from r2s2r.data.reader import ClipConfig, ClipDataset
 from r2s2r.model.configuration_world_model import WorldModelConfig
@@ -699,35 +698,40 @@ def test_contact_head_reads_only_the_gripper_cube_geometry(clips, tmp_path):
 
 
 def test_pads_leave_a_cube_outside_them_alone(clips, tmp_path):
-    """`head.pads`: outside the learnt box between the pads a gripper closes as on nothing (the same motion
-    wherever the cube is, whatever the geometry net says) and its carry logit drops by log 1e-4; between the
-    pads the cube changes the motion. The box survives a save and load."""
+    """`head.pads`: outside the box where the MJCF's fingers close on the cube a gripper closes as on nothing
+    (the same motion wherever the cube is, whatever the geometry net says) and its carry logit drops by
+    log 1e-4; between the pads the cube changes the motion. The box is the robot's, not a weight: a save and
+    load brings back the MJCF's box, not an edited one."""
+    from r2s2r.robots.kinematics import GraspKinematics
+    from r2s2r.robots.spec import robot_spec
+
     model = _model(clips, head=dict(still_mode=True, contact=True, pads=True))
     head = model.state_head
     _, contact = _contact_probe(model, 5)
     home = torch.tensor(HOME)
-    assert np.allclose(F.softplus(head.pad_half).detach().numpy(), head.PAD_HALF, atol=1e-6)
-    above = np.array([0.0, 0.0, 0.09])  # 9 cm along the third axis: 6 cm outside the box
-    at_pads = contact(home, np.array([0.005, 0.0, 0.002]), 0)
-    off = [contact(home, o, 0) for o in (above, np.array([0.0, -0.09, 0.0]), np.array([0.1, 0.0, 0.0]))]
+    inside, beside = torch.tensor([0.005, 0.0, 0.002]), torch.tensor([0.005, 0.03, 0.002])
+    # a cube 3 cm along the closing axis would sit in an open finger: outside; at the grasp point: inside
+    assert head.between_pads(inside) > 0.99 and head.between_pads(beside) < 0.01
+    above = np.array([0.0, 0.0, 0.09])  # 9 cm along the third axis: 4 cm past the pads' reach
+    at_pads = contact(home, inside.numpy(), 0)
+    off = [contact(home, o, 0) for o in (above, np.array([0.0, -0.05, 0.0]), np.array([0.1, 0.0, 0.0]))]
     for opening, _ in off[1:]:  # a free close: the same wherever the cube is outside the box
         torch.testing.assert_close(opening, off[0][0], atol=1e-4, rtol=0)
     assert (at_pads[0] - off[0][0]).abs().max() > 1e-2  # the cube between the pads changes it
+    mjcf = GraspKinematics(robot_spec("aloha"))
     with torch.no_grad():
-        head.pad_centre.add_(torch.tensor(above, dtype=torch.float32))  # the box moved up to the cube
+        head.fk.pad_centre.add_(torch.tensor(above, dtype=torch.float32))  # the box moved up to the cube
     assert (contact(home, above, 0)[0] - off[0][0]).abs().max() > 1e-2
     model.save_pretrained(tmp_path / "pads")
     loaded = WorldModel.from_pretrained(tmp_path / "pads").state_head
-    torch.testing.assert_close(loaded.pad_centre, head.pad_centre, atol=0, rtol=0)
-    torch.testing.assert_close(
-        loaded.pad_centre[:, 2], torch.full_like(loaded.pad_centre[:, 2], 0.09), atol=1e-6, rtol=0
-    )
+    torch.testing.assert_close(loaded.fk.pad_centre, mjcf.pad_centre, atol=0, rtol=0)
+    torch.testing.assert_close(loaded.fk.pad_half, mjcf.pad_half, atol=0, rtol=0)
     with torch.no_grad():  # the box back; no geometry term in the motion, so the carry net reads the same
-        head.pad_centre.zero_()  # input boxed or not and only the box's factor differs
+        head.fk.pad_centre.copy_(mjcf.pad_centre)  # input boxed or not and only the box's factor differs
         head.grip_net.w2.zero_()
         head.grip_net.b2.zero_()
         boxed = contact(home, above, 0)[1]
-        head.pad_half.fill_(math.log(math.expm1(1.0)))  # a 1 m box: everything is between the pads
+        head.fk.pad_half.fill_(1.0)  # a 1 m box: everything is between the pads
         unboxed = contact(home, above, 0)[1]
     torch.testing.assert_close(boxed, unboxed + math.log(1e-4), atol=1e-4, rtol=0)
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from r2s2r.robots.checker import PhysicsChecker
-from r2s2r.robots.kinematics import GraspKinematics
+from r2s2r.robots.kinematics import GraspKinematics, pad_box
 from r2s2r.robots.spec import EmbodimentSpec, robot_spec
 
 
@@ -40,3 +40,32 @@ def test_robot_without_grasp_frames_is_refused():
     other = EmbodimentSpec(**{**spec.__dict__, "name": "other"})
     with pytest.raises(ValueError, match="no grasp frames"):
         GraspKinematics(other)
+
+
+HAND = """<mujoco><worldbody>
+  <body name="hand" pos="0.2 -0.1 0.5" euler="30 0 90">
+    <geom type="box" size="0.01 0.03 0.01"/>
+    <body name="finger_a" pos="0.05 0 0">
+      <joint name="a" type="slide" axis="0 1 0" range="0.01 0.04"/>
+      <geom type="box" pos="0 0.006 0" size="0.02 0.005 0.015"/>
+    </body>
+    <body name="finger_b" pos="0.05 0 0">
+      <joint name="b" type="slide" axis="0 1 0" range="-0.04 -0.01"/>
+      <geom type="box" pos="0 -0.006 0" size="0.02 0.005 0.015"/>
+    </body>
+  </body>
+  <body name="palm_only"><geom type="sphere" size="0.01"/></body>
+</worldbody></mujoco>"""
+
+
+def test_pad_box_is_where_the_open_fingers_faces_reach_an_object():
+    """Two box fingers on slide joints, widest at +-0.04: their inner faces stand at y = +-0.041 and span
+    x 0.03..0.07, z +-0.015 in the hand's frame (the hand turned in the world, which must not matter). About a
+    grasp point at x = 0.06, an object of half-size 0.01 fits between the faces for |y| <= 0.031 and
+    overlaps them for x in -0.04..0.02 and z in -0.025..0.025."""
+    model = mujoco.MjModel.from_xml_string(HAND)
+    centre, half = pad_box(model, "hand", (0.06, 0.0, 0.0), 0.01)
+    np.testing.assert_allclose(centre, [-0.01, 0.0, 0.0], atol=1e-9)
+    np.testing.assert_allclose(half, [0.03, 0.031, 0.025], atol=1e-9)
+    with pytest.raises(ValueError, match="palm_only has no finger on a slide joint"):
+        pad_box(model, "palm_only", (0.0, 0.0, 0.0), 0.01)

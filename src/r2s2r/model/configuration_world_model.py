@@ -44,7 +44,7 @@ class StateHeadConfig:
     # what a grasp does then does not depend on which controller brought the gripper there.
     contact: bool = False
     # With contact: a gripper stops closing on, and carries, only an object between its pads (a box in its
-    # frame whose centre and half-sizes are learnt); elsewhere it closes as it would on nothing.
+    # frame from the MJCF's fingers); elsewhere it closes as it would on nothing.
     pads: bool = False
     falls: bool = False  # imagined steps: an object in mid-air that no gripper can hold lands (no weights)
 

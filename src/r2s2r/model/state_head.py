@@ -150,15 +150,12 @@ class StateDynamicsHead(nn.Module):
         self.outcome_net = EnsembleMLP(M, G * X, H, cfg.reward_levels + 1)
         with torch.no_grad():  # untrained: the grippers do not move
             self.grip_net.w2.zero_()
-        if cfg.head.pads:  # the box between the pads, per member; its closing motion alone
+        if cfg.head.pads:  # a gripper's closing motion alone, for an object outside its pads' box
             self.free_net = EnsembleMLP(M, 3, H, 1)  # opening, command, command - opening
-            self.pad_centre = nn.Parameter(torch.zeros(M, 3))
-            self.pad_half = nn.Parameter(torch.full((M, 3), math.log(math.expm1(self.PAD_HALF))))
             with torch.no_grad():
                 self.free_net.w2.zero_()
 
-    PAD_HALF = 0.03  # m: the pad box's half-sizes before training (a 4 cm cube between 2 cm pads)
-    PAD_SOFTNESS = 0.004  # m: how sharply the box's faces cut
+    PAD_SOFTNESS = 0.002  # m: how sharply the faces of the box between the pads cut
 
     def _build_scales(self, cfg: WorldModelConfig) -> None:
         """Buffers for joints in radians and the pose in metres (kinematic heads, saved) and for commands in
@@ -329,10 +326,10 @@ class StateDynamicsHead(nn.Module):
         )
 
     def between_pads(self, rel: torch.Tensor) -> torch.Tensor:
-        """`head.pads`: (B,M,G) in [0,1], how far the object, at rel (B,M,G,3) metres in each gripper's frame,
-        lies inside each member's box between the pads (soft at PAD_SOFTNESS)."""
-        half = F.softplus(self.pad_half)[None, :, None]  # (1,M,1,3)
-        gap = half - (rel - self.pad_centre[None, :, None]).abs()
+        """`head.pads`: (...) in [0,1], how far the object, at rel (...,3) metres in a gripper's frame, lies
+        in the box where that gripper's pads close on it (robots/kinematics.py: pad_box, from the MJCF's
+        fingers; not learnt), soft at PAD_SOFTNESS."""
+        gap = self.fk.pad_half - (rel - self.fk.pad_centre).abs()
         return torch.sigmoid(gap / self.PAD_SOFTNESS).prod(-1)
 
     def _commands(self, chunk: torch.Tensor) -> torch.Tensor:

@@ -80,6 +80,59 @@ def table_geometry(model) -> tuple[float, np.ndarray, np.ndarray, list[np.ndarra
     return float(corners[:, 2].max()), corners[:, :2].min(0), corners[:, :2].max(0), objects
 
 
+def pad_box(model, body_name: str, point, object_half: float) -> tuple[np.ndarray, np.ndarray]:
+    """The box, in a gripper's frame about its grasp point, where an object's centre lies when the fingers'
+    inner faces can close on it: (centre (3,), half-sizes (3,)) in metres. The fingers are the bodies on slide
+    joints under `body_name`, set to their widest opening; along the closing axis the object (half-size
+    `object_half`) fits between the open faces, along the other two it overlaps them (the face's extent
+    grown by `object_half` on each side)."""
+    import mujoco
+
+    data = mujoco.MjData(model)
+    body = model.body(body_name).id
+    slides = [
+        j
+        for j in range(model.njnt)
+        if model.body_parentid[model.jnt_bodyid[j]] == body
+        and model.jnt_type[j] == mujoco.mjtJoint.mjJNT_SLIDE
+    ]
+    if not slides:
+        raise ValueError(f"{body_name} has no finger on a slide joint in the MJCF; turn head.pads off.")
+    for j in slides:
+        low, high = model.jnt_range[j]
+        data.qpos[model.jnt_qposadr[j]] = low if abs(low) > abs(high) else high
+    mujoco.mj_kinematics(model, data)
+    rot, origin = data.xmat[body].reshape(3, 3), data.xpos[body]
+    axis = int(
+        np.abs(
+            rot.T @ data.xmat[model.jnt_bodyid[slides[0]]].reshape(3, 3) @ model.jnt_axis[slides[0]]
+        ).argmax()
+    )
+    lows, highs, gaps = [], [], []
+    for j in slides:
+        for g in np.flatnonzero(model.geom_bodyid == model.jnt_bodyid[j]):
+            if model.geom_type[g] == mujoco.mjtGeom.mjGEOM_MESH:
+                mesh = model.geom_dataid[g]
+                local = model.mesh_vert[
+                    model.mesh_vertadr[mesh] : model.mesh_vertadr[mesh] + model.mesh_vertnum[mesh]
+                ]
+            else:
+                local = box_corners(model.geom_aabb[g])
+            world = data.geom_xpos[g] + local @ data.geom_xmat[g].reshape(3, 3).T
+            v = (world - origin) @ rot - np.asarray(point)  # in the gripper's frame, about the grasp point
+            gap = np.abs(v[:, axis]).min()
+            face = v[
+                np.abs(v[:, axis]) <= gap + 1e-3
+            ]  # the inner face: the vertices nearest the closing axis
+            lows.append(face.min(0))
+            highs.append(face.max(0))
+            gaps.append(gap)
+    low, high = np.max(lows, 0) - object_half, np.min(highs, 0) + object_half  # where both faces reach
+    centre, half = (low + high) / 2, (high - low) / 2
+    centre[axis], half[axis] = 0.0, max(min(gaps) - object_half, 1e-3)
+    return centre, half
+
+
 class GraspKinematics(nn.Module):
     """Proprio (...,S) -> each gripper's grasp point (...,G,3) in metres and orientation (...,G,3,3).
 
@@ -149,6 +202,10 @@ class GraspKinematics(nn.Module):
         self.register_buffer("table_lo", torch.tensor(lo).float(), persistent=False)
         self.register_buffer("table_hi", torch.tensor(hi).float(), persistent=False)
         self.object_rest = min((np.abs(c).max(0).min() for c in objects), default=0.0)
+        # Where an object's centre sits between a gripper's pads (head.pads), from the first one's fingers.
+        centre, half = pad_box(model, frames["bodies"][0], frames["point"], self.object_rest)
+        self.register_buffer("pad_centre", torch.tensor(centre).float(), persistent=False)
+        self.register_buffer("pad_half", torch.tensor(half).float(), persistent=False)
 
     @torch.no_grad()
     def forward(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

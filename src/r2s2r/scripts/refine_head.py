@@ -48,9 +48,10 @@ grippers. Not the arms' joints, not the latent: what a grasp does then does not 
 controller brought the gripper there.
 
 --pads (with --contact; head.pads) lets the cube act on a gripper only between its pads: a box in the
-gripper's frame, its centre and half-sizes learnt (3 cm before training). Elsewhere the gripper closes as
-it would on nothing and cannot carry the cube, whatever direction it came from; a grasp 5 cm off the cube
-then closes empty instead of on the cube, as in the reference world.
+gripper's frame read from the MJCF's fingers (the cube fits between the open inner faces and overlaps
+them; not learnt). Elsewhere the gripper closes as it would on nothing and cannot carry the cube, whatever
+direction it came from; a grasp 5 cm off the cube then closes empty instead of on the cube, as in the
+reference world.
 
 --falls lands an imagined cube that no gripper can hold (head.falls; imagined steps only, no weights, so
 it can also be switched on in a refined head's config.json): one over the table, more than 1.5 cm above its
