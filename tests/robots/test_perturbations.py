@@ -111,6 +111,43 @@ def test_a_push_moves_the_cube_before_the_first_grasp(nominal):
         assert np.abs(still).max() < 0.002  # the nominal one has not touched it yet
 
 
+def test_an_approach_asked_level_and_rolled_closes_so(nominal):
+    """`approach`: a grasp asked 0.8 rad shallower than the 60-degree pitch and rolled 0.5 rad about the
+    pointing axis closes with the right gripper so, measured from its joints: pitch asin(-x_z) = 60 deg -
+    0.8 rad, the closing axis's vertical component sin(0.5) cos(pitch) (0 for the nominal grasp)."""
+    policy, run = nominal
+    ik = BimanualIK()
+
+    def axes(policy, run):  # the right gripper's pointing and closing axes (B,3) as it starts to close
+        rot = [
+            ik.fk(np.stack([s[0:6], s[7:13]]))[1][RIGHT]
+            for s in (run["state"][script.close_at[RIGHT], b] for b, script in enumerate(policy.scripts))
+        ]
+        return np.stack([r[:, 0] for r in rot]), np.stack([r[:, 1] for r in rot])
+
+    point, closing = axes(policy, run)
+    np.testing.assert_allclose(np.arcsin(-point[:, 2]), np.radians(60.0), atol=0.05)
+    np.testing.assert_allclose(closing[:, 2], 0.0, atol=0.05)
+    policy = make_demonstrator(skill="nominal", grasp_pitch_error=-0.8, grasp_roll_error=0.5, max_retries=0)
+    point, closing = axes(policy, play(policy, steps=200))
+    pitch = np.radians(60.0) - 0.8
+    np.testing.assert_allclose(np.arcsin(-point[:, 2]), pitch, atol=0.05)
+    np.testing.assert_allclose(closing[:, 2], np.sin(0.5) * np.cos(pitch), atol=0.05)
+    draws = [
+        draw_perturbation(np.random.default_rng(i), PerturbationRanges(kinds=("approach",)))
+        for i in range(200)
+    ]
+    rolls = np.array([d["grasp_roll_error"] for d in draws if d["kinds"]])
+    pitches = np.array([d["grasp_pitch_error"] for d in draws if d["kinds"]])
+    assert rolls.min() < -0.6 and rolls.max() > 0.6 and pitches.min() < -0.8 and pitches.max() > 0.4
+    assert all(d["kinds"] in ([], ["approach"]) for d in draws)
+    assert "approach" not in {
+        k
+        for i in range(400)
+        for k in draw_perturbation(np.random.default_rng(i), PerturbationRanges())["kinds"]
+    }
+
+
 def test_draws_cover_every_kind_and_are_reproducible():
     ranges = PerturbationRanges()
     draws = [draw_perturbation(np.random.default_rng(i), ranges) for i in range(400)]

@@ -68,6 +68,7 @@ class DemonstratorConfig:
     align_to_cube: bool = True  # turn the gripper so the fingers meet the cube's faces squarely
     grasp_yaw_error: float = 0.0  # error (rad) of the right gripper's heading about the vertical
     grasp_pitch_error: float = 0.0  # error (rad) of the right gripper's downward pitch, + is steeper
+    grasp_roll_error: float = 0.0  # turn (rad) of the fingers' closing axis about the gripper's pointing axis
     close_level: float = 0.0  # gripper command when closing: 0 shuts fully, 0.5 stops half open
     drop_at: float = -1.0  # the right hand opens this far (0..1) into carrying the cube over; -1: never
     handover_offset_x: float = 0.0  # error (m) of the left hand's reach target relative to the cube, x
@@ -117,8 +118,9 @@ class DemonstratorConfig:
             raise bad("close_level", "use a command in [0, 0.9]: 0 shuts the gripper, 0.9 barely moves it")
         if not (self.drop_at == -1.0 or 0.0 <= self.drop_at <= 1.0):
             raise bad("drop_at", "use a fraction of the carry in [0, 1], or -1 for never")
-        if max(abs(self.grasp_yaw_error), abs(self.grasp_pitch_error)) > 1.0:
-            raise bad("grasp_yaw_error", "use orientation errors within +-1 rad")
+        for name in ("grasp_yaw_error", "grasp_pitch_error", "grasp_roll_error"):
+            if abs(getattr(self, name)) > 1.0:
+                raise bad(name, "use orientation errors within +-1 rad")
         if abs(self.close_timing) > 1.0:
             raise bad("close_timing", "use an offset within +-1 s")
         if not 0 <= self.max_retries <= 10:
@@ -201,7 +203,11 @@ class _TransferScript(StagedScript):
         pitch = PITCH + self.cfg.grasp_pitch_error
         h = np.array([math.cos(heading), math.sin(heading)])
         approach = np.array([h[0] * math.cos(pitch), h[1] * math.cos(pitch), -math.sin(pitch)])
-        rot = frame_from_axes(approach, np.array([-h[1], h[0], 0.0]))
+        closing, roll = np.array([-h[1], h[0], 0.0]), self.cfg.grasp_roll_error
+        closing = math.cos(roll) * closing + math.sin(roll) * np.cross(
+            approach, closing
+        )  # about the approach
+        rot = frame_from_axes(approach, closing)
         c = self.cfg
         error = np.array([c.grasp_offset_x, c.grasp_offset_y, c.grasp_offset_z])
         if c.grasp_noise:

@@ -15,6 +15,7 @@ and large ones present, uniformly otherwise.
 |-------------|---------------------------------------------------|------------------------------|
 | grasp       | grasp_offset_x/y/z                                | +-grasp (8 cm) each          |
 | orientation | grasp_yaw_error, grasp_pitch_error                | +-0.6 rad, +-0.4 rad         |
+| approach    | grasp_yaw/pitch/roll_error                        | +-0.9, -0.9..+0.5, +-0.8 rad |
 | timing      | close_timing, close_timing_noise                  | -0.3..+0.6 s, 0..0.2 s       |
 | partial     | close_level                                       | 0.2..0.7                     |
 | drop        | drop_at                                           | 0..1 of the carry            |
@@ -25,6 +26,12 @@ and large ones present, uniformly otherwise.
 | regrasp     | max_retries, grasp_noise                          | 1..3, 0..2 cm                |
 | push        | push_distance, push_angle, push_height            | 3..12 cm, any, 0..4 cm       |
 | explore     | explore_time, explore_radius                      | 0.5..2 s, 2..8 cm            |
+
+`approach` (not drawn unless `kinds` names it, so the default draws stay those of the recorded datasets)
+spans grasp directions far from the demonstrator's 60-degree pitch: from nearly level (3 degrees) to nearly
+straight down (89 degrees), headings 50 degrees off the cube's faces, and the fingers' closing axis rolled
+up to 45 degrees off the horizontal, so a grasp from the side, from above or tilted has been seen closing on
+the cube, beside it and on its edges.
 
 Episodes without `regrasp` never re-try (`max_retries=0`): a failure stays a failure unless the kind asks
 for recoveries.
@@ -45,6 +52,9 @@ KINDS = (
 )  # fmt: skip
 
 
+EXTRA_KINDS = ("approach",)  # drawn only where `kinds` names them
+
+
 @dataclass
 class PerturbationRanges:
     """How often each kind of perturbation is drawn, and how large it gets."""
@@ -58,9 +68,11 @@ class PerturbationRanges:
 
     def __post_init__(self) -> None:
         self.kinds = tuple(self.kinds)
-        unknown = sorted(set(self.kinds) - set(KINDS))
+        unknown = sorted(set(self.kinds) - set(KINDS + EXTRA_KINDS))
         if unknown:
-            raise ValueError(f"unknown perturbation kind(s) {unknown}; known: {', '.join(KINDS)}.")
+            raise ValueError(
+                f"unknown perturbation kind(s) {unknown}; known: {', '.join(KINDS + EXTRA_KINDS)}."
+            )
         if not (
             0 <= self.rate <= 1 and self.clean >= 0 and self.single >= 0 and self.clean + self.single <= 1
         ):
@@ -86,6 +98,12 @@ def _knobs(kind: str, rng: np.random.Generator, r: PerturbationRanges) -> dict:
         return {"grasp_yaw_error": u(-0.6, 0.6), "grasp_pitch_error": u(-0.4, 0.4)}
     if kind == "timing":
         return {"close_timing": u(-0.3, 0.6), "close_timing_noise": u(0.0, 0.2)}
+    if kind == "approach":
+        return {
+            "grasp_yaw_error": u(-0.9, 0.9),
+            "grasp_pitch_error": u(-0.9, 0.5),
+            "grasp_roll_error": u(-0.8, 0.8),
+        }
     if kind == "partial":
         return {"close_level": u(0.2, 0.7)}
     if kind == "drop":
@@ -108,7 +126,7 @@ def _knobs(kind: str, rng: np.random.Generator, r: PerturbationRanges) -> dict:
         }
     if kind == "explore":
         return {"explore_time": u(0.5, 2.0), "explore_radius": u(0.02, 0.08)}
-    raise ValueError(f"unknown perturbation kind '{kind}'; known: {', '.join(KINDS)}.")
+    raise ValueError(f"unknown perturbation kind '{kind}'; known: {', '.join(KINDS + EXTRA_KINDS)}.")
 
 
 def draw_perturbation(rng: np.random.Generator, ranges: PerturbationRanges) -> dict:
