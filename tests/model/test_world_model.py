@@ -736,6 +736,44 @@ def test_pads_leave_a_cube_outside_them_alone(clips, tmp_path):
     torch.testing.assert_close(boxed, unboxed + math.log(1e-4), atol=1e-4, rtol=0)
 
 
+def test_stops_hold_a_closing_gripper_at_the_cube_between_its_pads(clips):
+    """`head.stops`, imagined steps: a gripper whose nets would close it through a cube between its pads
+    stops where the pads meet the cube, 0.61 for a 4 cm cube square to the fingers (what the reference world
+    reads while carrying it) and wider for a cube turned 45 degrees (half-width 2 cm * sqrt 2); a cube
+    outside the pads, or a training step, leaves the nets' prediction alone."""
+    with pytest.raises(ValueError, match="head.stops=True needs head.pads=True"):
+        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, stops=True))
+    model = _model(clips, head=dict(still_mode=True, contact=True, pads=True, stops=True))
+    head, cfg = model.state_head, model.config
+    grasp, _ = _contact_probe(model, 5)
+    with torch.no_grad():  # the nets close the gripper by 2 (through anything), the cube adding nothing
+        for net, close in ((head.grip_net, 0.0), (head.free_net, -2.0)):
+            net.w2.zero_()
+            net.b2.fill_(close)
+    state = torch.tensor(HOME)
+    state[6] = 1.0  # the left gripper wide open
+    point, rot = grasp(state)
+    turn45 = np.array([[1.0, 0, 0], [0, 0.7071068, -0.7071068], [0, 0.7071068, 0.7071068]])
+
+    def after(offset, turn, imagined):
+        pose = torch.cat([torch.tensor(point + rot @ offset, dtype=torch.float32), _quaternion(rot @ turn)])
+        z = torch.randn(1, cfg.head.latent_dim, generator=torch.Generator().manual_seed(0))
+        latent = torch.cat([z, model.norm("state", state)[None], model.norm("env", pose)[None]], -1)
+        latent = latent[:, None].expand(-1, cfg.head.ensemble, -1)
+        with torch.no_grad():
+            return head._contact_step(latent, torch.zeros(1, cfg.chunk_dim), imagined)[0][0, :, 0]  # left
+
+    at_pads = np.array([0.03, 0.0, 0.0])
+    square = after(at_pads, np.eye(3), True)
+    np.testing.assert_allclose(square.numpy(), 0.61, atol=0.01)
+    turned = after(at_pads, turn45, True)
+    expected = float(head.fk.opening_at(torch.tensor(0.02 * math.sqrt(2.0))))
+    np.testing.assert_allclose(turned.numpy(), expected, atol=5e-3)  # the box's soft faces: inside 0.999
+    assert expected > 0.61 + 0.15
+    for free in (after(at_pads, np.eye(3), False), after(np.array([0.0, 0.0, 0.09]), np.eye(3), True)):
+        np.testing.assert_allclose(free.numpy(), -1.0, atol=1e-3)  # 1.0 - 2.0: the nets' own close
+
+
 def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):
     """The still pose mode returns the object pose unchanged whatever the dynamics predict, and training
     teaches its odds exactly where the object did not move; a pushed object teaches the free mode's. Modes:

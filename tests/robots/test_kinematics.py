@@ -62,10 +62,12 @@ def test_pad_box_is_where_the_open_fingers_faces_reach_an_object():
     """Two box fingers on slide joints, widest at +-0.04: their inner faces stand at y = +-0.041 and span
     x 0.03..0.07, z +-0.015 in the hand's frame (the hand turned in the world, which must not matter). About a
     grasp point at x = 0.06, an object of half-size 0.01 fits between the faces for |y| <= 0.031 and
-    overlaps them for x in -0.04..0.02 and z in -0.025..0.025."""
+    overlaps them by at least 0.005 for x in -0.035..0.015 and z in -0.02..0.02. A finger at slide 0.04 has
+    its face at 0.041: the slide position is 0.001 short of the face."""
     model = mujoco.MjModel.from_xml_string(HAND)
-    centre, half = pad_box(model, "hand", (0.06, 0.0, 0.0), 0.01)
+    centre, half, offset = pad_box(model, "hand", (0.06, 0.0, 0.0), 0.01, overlap=0.005)
     np.testing.assert_allclose(centre, [-0.01, 0.0, 0.0], atol=1e-9)
-    np.testing.assert_allclose(half, [0.03, 0.031, 0.025], atol=1e-9)
+    np.testing.assert_allclose(half, [0.025, 0.031, 0.02], atol=1e-9)
+    assert offset == pytest.approx(-0.001, abs=1e-9)
     with pytest.raises(ValueError, match="palm_only has no finger on a slide joint"):
         pad_box(model, "palm_only", (0.0, 0.0, 0.0), 0.01)

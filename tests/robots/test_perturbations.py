@@ -111,6 +111,30 @@ def test_a_push_moves_the_cube_before_the_first_grasp(nominal):
         assert np.abs(still).max() < 0.002  # the nominal one has not touched it yet
 
 
+def test_the_pads_box_and_their_stop_match_a_real_grasp(nominal):
+    """While the nominal right hand carries the 4 cm cube, the cube's centre sits in the pad box
+    (GraspKinematics.pad_box, from the MJCF) and the gripper reads the opening where its pads stand 2 cm
+    from the closing axis (GraspKinematics.opening_at), within 0.02, as the reference world's physics
+    squeezes it."""
+    import torch
+
+    from r2s2r.robots.kinematics import GraspKinematics
+    from r2s2r.robots.spec import robot_spec
+
+    _, run = nominal
+    fk = GraspKinematics(robot_spec("aloha"))
+    carried = (run["cube"][..., 2] > 0.1) & (run["state"][..., 6] > 0.9)  # lifted, the left hand still open
+    assert carried.sum() > 40
+    states = torch.tensor(run["state"][carried], dtype=torch.float32)
+    point, rot = fk(states)
+    cube = torch.tensor(run["cube"][carried][:, :3], dtype=torch.float32)
+    rel = (rot[:, 1].transpose(-1, -2) @ (cube - point[:, 1])[..., None])[..., 0]
+    off = ((rel - fk.pad_centre).abs() - fk.pad_half).amax(0)
+    assert (off < 0).all(), off
+    stop = float(fk.opening_at(torch.tensor(fk.object_rest)))
+    np.testing.assert_allclose(states[:, 13].numpy(), stop, atol=0.02)
+
+
 def test_an_approach_asked_level_and_rolled_closes_so(nominal):
     """`approach`: a grasp asked 0.8 rad shallower than the 60-degree pitch and rolled 0.5 rad about the
     pointing axis closes with the right gripper so, measured from its joints: pitch asin(-x_z) = 60 deg -

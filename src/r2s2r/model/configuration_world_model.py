@@ -47,6 +47,9 @@ class StateHeadConfig:
     # frame from the MJCF's fingers); elsewhere it closes as it would on nothing.
     pads: bool = False
     falls: bool = False  # imagined steps: an object in mid-air that no gripper can hold lands (no weights)
+    # With pads, imagined steps: a gripper closing on an object between its pads stops where the pads meet
+    # it (its width across the closing axis, from the MJCF's finger travel; no weights).
+    stops: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.pose_modes <= 8:
@@ -59,6 +62,8 @@ class StateHeadConfig:
             raise ValueError("head.contact=True needs head.kinematics=True and head.carries_state=True.")
         if self.pads and not self.contact:
             raise ValueError("head.pads=True needs head.contact=True.")
+        if self.stops and not self.pads:
+            raise ValueError("head.stops=True needs head.pads=True.")
 
 
 @dataclass

@@ -344,9 +344,23 @@ class StateDynamicsHead(nn.Module):
         out = net(x.movedim(1, -2).reshape(-1, M, I))  # (B*mid, M, O)
         return out.reshape(B, *mid, M, -1).movedim(-2, 1)
 
-    def _contact_step(self, latent: torch.Tensor, chunk: torch.Tensor):
+    def stop_opening(self, latent: torch.Tensor) -> torch.Tensor:
+        """`head.stops`: (...,G) the raw opening at which each gripper's pads meet the object: its half-width
+        across the closing axis (a cube's half-size times the sum of its axes' components along that axis)
+        as finger travel (robots/kinematics.py: GraspKinematics.opening_at)."""
+        point, rot, position, rel = self._grasp(latent)
+        L, S = self.cfg.head.latent_dim, self.cfg.state_dim
+        quat = (latent[..., L + S :] * self.pose_std + self.pose_mean)[..., 3:7]
+        faces = _quat_matrix(quat)  # (...,3,3) the object's axes as columns
+        across = (
+            (faces[..., None, :, :].transpose(-1, -2) @ rot[..., :, 1:2])[..., 0].abs().sum(-1)
+        )  # (...,G)
+        return self.fk.opening_at(self.fk.object_rest * across)
+
+    def _contact_step(self, latent: torch.Tensor, chunk: torch.Tensor, imagined: bool = False):
         """`head.contact`: latent (B,M,·), chunk (B,C) -> each gripper's raw opening at the frame's end
-        (B,M,G) and the modes' logits (B,M,K) (free, still, then carried by each gripper)."""
+        (B,M,G) and the modes' logits (B,M,K) (free, still, then carried by each gripper). `imagined` with
+        `head.stops`: a gripper open wider than the object between its pads closes no further than them."""
         geo = self.geometry(latent)  # (B,M,G,X)
         cmd = self._commands(chunk)[:, None, :, None].expand(*geo.shape[:-1], 1)
         opening = geo[..., 4:5]
@@ -360,7 +374,14 @@ class StateDynamicsHead(nn.Module):
         if self.cfg.head.pads:  # no carry of an object outside the pads
             carry = carry + inside.clamp_min(1e-4).log()
         rest = self.rest_net(x.flatten(-2))  # (B,M,K-G)
-        return (opening + move)[..., 0], torch.cat([rest, carry], dim=-1)
+        after = (opening + move)[..., 0]
+        if self.cfg.head.stops and imagined:
+            stop = self.stop_opening(latent)  # (B,M,G)
+            wider = (opening[..., 0] >= stop - self.STOP_SLACK).float()  # the fingers are outside the object
+            after = after + inside * wider * F.relu(stop - after)
+        return after, torch.cat([rest, carry], dim=-1)
+
+    STOP_SLACK = 0.05  # raw opening: a gripper this far inside the object's width still counts as outside it
 
     def _step_parts(
         self,
@@ -390,7 +411,7 @@ class StateDynamicsHead(nn.Module):
         if self.arm_targets:  # the arms end the frame at their last target; the grippers as learnt
             arms = self._last_target(chunk)[:, None].index_select(-1, self.arm_index)
             state = state.index_copy(-1, self.arm_index, arms.expand(*state.shape[:-1], -1))
-        contact = self._contact_step(latent, chunk) if self.contact else None
+        contact = self._contact_step(latent, chunk, imagined) if self.contact else None
         if contact is not None:  # the grippers' opening from the contact model
             grip = (contact[0] - self.joint_mean[self.grippers]) / self.joint_std[self.grippers]
             state = state.index_copy(-1, self.grip_index, grip)

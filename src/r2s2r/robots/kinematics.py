@@ -26,6 +26,9 @@ GRASP_FRAMES = {
     "aloha": {
         "bodies": ("vx300s_left/gripper_link", "vx300s_right/gripper_link"),
         "point": (0.12, 0.0, 0.0),
+        # the fingers' slide position at a gripper state of 0 and of 1 (gym-aloha's
+        # PUPPET_GRIPPER_POSITION_CLOSE / _OPEN: its normalization of the gripper joint)
+        "finger_travel": (0.01844, 0.05800),
     },
 }
 
@@ -80,12 +83,16 @@ def table_geometry(model) -> tuple[float, np.ndarray, np.ndarray, list[np.ndarra
     return float(corners[:, 2].max()), corners[:, :2].min(0), corners[:, :2].max(0), objects
 
 
-def pad_box(model, body_name: str, point, object_half: float) -> tuple[np.ndarray, np.ndarray]:
+def pad_box(
+    model, body_name: str, point, object_half: float, overlap: float = 0.005
+) -> tuple[np.ndarray, np.ndarray, float]:
     """The box, in a gripper's frame about its grasp point, where an object's centre lies when the fingers'
-    inner faces can close on it: (centre (3,), half-sizes (3,)) in metres. The fingers are the bodies on slide
+    inner faces can close on it: (centre (3,), half-sizes (3,)) in metres, and how far a finger's slide
+    position exceeds its inner face's distance from the closing axis (m). The fingers are the bodies on slide
     joints under `body_name`, set to their widest opening; along the closing axis the object (half-size
-    `object_half`) fits between the open faces, along the other two it overlaps them (the face's extent
-    grown by `object_half` on each side)."""
+    `object_half`) fits between the open faces, along the other two it overlaps them by at least `overlap`
+    (the face's extent grown by `object_half - overlap` on each side: ALOHA's nominal grasp holds the cube
+    by the last 8 mm of the fingertips, and a cube whose edge only touches a pad's rim slips out)."""
     import mujoco
 
     data = mujoco.MjData(model)
@@ -127,10 +134,11 @@ def pad_box(model, body_name: str, point, object_half: float) -> tuple[np.ndarra
             lows.append(face.min(0))
             highs.append(face.max(0))
             gaps.append(gap)
-    low, high = np.max(lows, 0) - object_half, np.min(highs, 0) + object_half  # where both faces reach
+    grow = max(object_half - overlap, 0.0)
+    low, high = np.max(lows, 0) - grow, np.min(highs, 0) + grow  # where both faces reach
     centre, half = (low + high) / 2, (high - low) / 2
     centre[axis], half[axis] = 0.0, max(min(gaps) - object_half, 1e-3)
-    return centre, half
+    return centre, half, float(np.abs(data.qpos[model.jnt_qposadr[slides[0]]]) - min(gaps))
 
 
 class GraspKinematics(nn.Module):
@@ -203,9 +211,18 @@ class GraspKinematics(nn.Module):
         self.register_buffer("table_hi", torch.tensor(hi).float(), persistent=False)
         self.object_rest = min((np.abs(c).max(0).min() for c in objects), default=0.0)
         # Where an object's centre sits between a gripper's pads (head.pads), from the first one's fingers.
-        centre, half = pad_box(model, frames["bodies"][0], frames["point"], self.object_rest)
+        centre, half, self.face_offset = pad_box(
+            model, frames["bodies"][0], frames["point"], self.object_rest
+        )
         self.register_buffer("pad_centre", torch.tensor(centre).float(), persistent=False)
         self.register_buffer("pad_half", torch.tensor(half).float(), persistent=False)
+        self.finger_travel = frames.get("finger_travel")
+
+    def opening_at(self, half_gap: torch.Tensor) -> torch.Tensor:
+        """The gripper state (raw, 0 closed .. 1 open) whose pads stand `half_gap` metres from the closing
+        axis each."""
+        closed, opened = self.finger_travel
+        return (half_gap + self.face_offset - closed) / (opened - closed)
 
     @torch.no_grad()
     def forward(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -58,6 +58,11 @@ it can also be switched on in a refined head's config.json): one over the table,
 resting height, with every grasp point farther than 8 cm, ends the frame on the table at its x-y. The
 reference world spawns the cube 3 cm up; without it the imagined cube could hover there.
 
+--stops (with --pads; head.stops; imagined steps only, no weights, switchable in config.json) stops a
+gripper closing on the cube between its pads where the pads meet it: the cube's half-width across the
+closing axis turned into the gripper's opening by the fingers' travel (0.61 for the 4 cm cube held
+square, what the reference world reads), whatever the grasp net predicts.
+
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds; each imagined episode of WorldModelEnv follows one, drawn once by the odds.
 Training scores the alternative nearest the truth (winner takes all).

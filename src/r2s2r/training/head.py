@@ -90,6 +90,7 @@ class RefineConfig:
     contact: bool = False  # contact outcomes from the gripper-object geometry alone (head.contact)
     pads: bool = False  # with contact: grasps only of an object between the pads (head.pads)
     falls: bool = False  # imagined objects that nothing can hold land on the table (head.falls)
+    stops: bool = False  # with pads: an imagined closing gripper stops on the object between them
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
@@ -156,7 +157,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
         fields_ = {
             "kinematics": cfg.kinematics, "arm_targets": cfg.arm_targets, "still_mode": cfg.still_mode,
             "holds": cfg.holds, "reads_cameras": cfg.cameras, "contact": cfg.contact,
-            "pads": cfg.pads, "falls": cfg.falls,
+            "pads": cfg.pads, "falls": cfg.falls, "stops": cfg.stops,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
