@@ -3,8 +3,9 @@
 # demonstrator (robots/perturbations.py: grasp, orientation, timing, partial-close, drop, hand-over, speed,
 # noise, pause, re-grasp, push and exploration perturbations, each episode labelled), then the head of
 # assets/world_model_small refined on them without cameras: head_plain (no hand-written rule), head_targets
-# (arm targets only), head_rules (still mode, holds, arm targets), head_contact (head.contact, below) and
-# head_pads (head.contact with head.pads).
+# (arm targets only), head_rules (still mode, holds, arm targets), head_contact (head.contact, below),
+# head_pads (head.contact with head.pads) and head_approach (pads and stops, on 5,000 episodes more with
+# wider grasp approaches, seed 1004).
 # Besides the base model's own 160 training episodes nothing else enters their data: no zoo policy, no
 # held-out family.
 #   - recording: four datasets of 5,000 (seeds 1000-1003), two at a time, ~0.25 s of physics an episode;
@@ -21,9 +22,9 @@ BIN=${BIN:-.venv/bin}
 D=outputs/coverage
 STEPS=${HEAD_STEPS:-6000}
 COVERAGE="r2s2r.robots.perturbations:make_coverage_demonstrator"
-record() {  # record <root> <episodes> <seed>
+record() {  # record <root> <episodes> <seed> [more coverage ranges, e.g. "kinds: [approach]"]
   $BIN/r2s2r-record --root=$1 --num_episodes=$2 --distribution=mixed --seed=$3 --workers=1 \
-    --world.cameras='[]' --world.num_envs=25 --policy.path=$COVERAGE --policy.kwargs="{seed: $3}"
+    --world.cameras='[]' --world.num_envs=25 --policy.path=$COVERAGE --policy.kwargs="{seed: $3${4:+, $4}}"
 }
 (record $D/part0 5000 1000 && record $D/part2 5000 1002) &
 (record $D/part1 5000 1001 && record $D/part3 5000 1003) &
@@ -69,4 +70,13 @@ if [ ! -f $D/head_contact_noholds/refine.json ]; then
   $BIN/python -c 'import sys; from r2s2r.model.configuration_world_model import WorldModelConfig as C
 c = C.load(sys.argv[1]); c.head.holds = False; c.save(sys.argv[1])' $D/head_contact_noholds.tmp
   mv $D/head_contact_noholds.tmp $D/head_contact_noholds
+fi
+# Wider grasp approaches: 5,000 episodes of the `approach` kind (grasp yaw, pitch from level to straight
+# down, roll of the fingers) and grasp offsets, alone or together; a pads head refined on all 25,000 with
+# the stop rule on (head.stops: a closing gripper stops where its pads meet the cube).
+record $D/part4 5000 1004 "kinds: [approach, grasp], clean: 0.0, single: 0.5, rate: 0.7"
+if [ ! -f $D/head_approach/refine.json ]; then
+  DATA="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]"
+  refine approach --still_mode=true --holds=true --contact=true --pads=true --stops=true
+  arm_targets $D/head_approach falls
 fi

@@ -46,6 +46,7 @@ class StateHeadConfig:
     # With contact: a gripper stops closing on, and carries, only an object between its pads (a box in its
     # frame from the MJCF's fingers); elsewhere it closes as it would on nothing.
     pads: bool = False
+    pad_overlap: float = 0.005  # m: how far the object must overlap the pads' faces to count as between them
     falls: bool = False  # imagined steps: an object in mid-air that no gripper can hold lands (no weights)
     # With pads, imagined steps: a gripper closing on an object between its pads stops where the pads meet
     # it (its width across the closing axis, from the MJCF's finger travel; no weights).
@@ -62,6 +63,8 @@ class StateHeadConfig:
             raise ValueError("head.contact=True needs head.kinematics=True and head.carries_state=True.")
         if self.pads and not self.contact:
             raise ValueError("head.pads=True needs head.contact=True.")
+        if not 0.0 <= self.pad_overlap < 0.05:
+            raise ValueError(f"head.pad_overlap={self.pad_overlap} must be in [0, 0.05) m.")
         if self.stops and not self.pads:
             raise ValueError("head.stops=True needs head.pads=True.")
 

@@ -115,7 +115,7 @@ class StateDynamicsHead(nn.Module):
             from r2s2r.robots.spec import robot_spec
 
             spec = robot_spec(cfg.robot)
-            self.fk = GraspKinematics(spec)
+            self.fk = GraspKinematics(spec, cfg.head.pad_overlap)
             self.grippers = list(spec.gripper_indices)  # proprio index of each gripper (fk's order)
             self._memo = None  # the last latent _grasp read, and what it found
             self.modes += self.fk.num_grippers

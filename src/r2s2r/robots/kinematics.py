@@ -150,7 +150,7 @@ class GraspKinematics(nn.Module):
         in_gripper = (rot.transpose(-1, -2) @ (cube - point)[..., None])[..., 0]  # cube in each gripper frame
     """
 
-    def __init__(self, spec: EmbodimentSpec):
+    def __init__(self, spec: EmbodimentSpec, pad_overlap: float = 0.005):
         super().__init__()
         if spec.name not in GRASP_FRAMES or spec.model_xml is None:
             raise ValueError(
@@ -212,7 +212,7 @@ class GraspKinematics(nn.Module):
         self.object_rest = min((np.abs(c).max(0).min() for c in objects), default=0.0)
         # Where an object's centre sits between a gripper's pads (head.pads), from the first one's fingers.
         centre, half, self.face_offset = pad_box(
-            model, frames["bodies"][0], frames["point"], self.object_rest
+            model, frames["bodies"][0], frames["point"], self.object_rest, pad_overlap
         )
         self.register_buffer("pad_centre", torch.tensor(centre).float(), persistent=False)
         self.register_buffer("pad_half", torch.tensor(half).float(), persistent=False)
