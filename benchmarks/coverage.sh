@@ -5,7 +5,7 @@
 # assets/world_model_small refined on them without cameras: head_plain (no hand-written rule), head_targets
 # (arm targets only), head_rules (still mode, holds, arm targets), head_contact (head.contact, below),
 # head_pads (head.contact with head.pads) and head_approach (pads and stops, on 5,000 episodes more with
-# wider grasp approaches, seed 1004).
+# wider grasp approaches, seed 1004; head_approach_nostops: the same weights, the stop rule off).
 # Besides the base model's own 160 training episodes nothing else enters their data: no zoo policy, no
 # held-out family.
 #   - recording: four datasets of 5,000 (seeds 1000-1003), two at a time, ~0.25 s of physics an episode;
@@ -79,4 +79,10 @@ if [ ! -f $D/head_approach/refine.json ]; then
   DATA="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]"
   refine approach --still_mode=true --holds=true --contact=true --pads=true --stops=true
   arm_targets $D/head_approach falls
+fi
+if [ ! -f $D/head_approach_nostops/refine.json ]; then  # the same weights without the stop rule
+  rm -rf $D/head_approach_nostops.tmp && cp -r $D/head_approach $D/head_approach_nostops.tmp
+  $BIN/python -c 'import sys; from r2s2r.model.configuration_world_model import WorldModelConfig as C
+c = C.load(sys.argv[1]); c.head.stops = False; c.save(sys.argv[1])' $D/head_approach_nostops.tmp
+  mv $D/head_approach_nostops.tmp $D/head_approach_nostops
 fi
