@@ -203,8 +203,11 @@ class GraspKinematics(nn.Module):
         self.register_buffer("hinged", (index >= 0).float(), persistent=False)
         self.register_buffer("point", torch.tensor(frames["point"]).float(), persistent=False)
         self.num_grippers, self.depth = index.shape
-        # The table the objects rest on: its top, x-y extent, and the lowest an object's origin can sit above
-        # it (the smallest half-extent of any free object: a cube face down).
+        self._read_surroundings(model, frames, pad_overlap)
+
+    def _read_surroundings(self, model, frames: dict, pad_overlap: float) -> None:
+        """The table the objects rest on: its top, x-y extent, and the lowest an object's origin can sit above
+        it (the smallest half-extent of any free object: a cube face down); the box between the pads."""
         top, lo, hi, objects = table_geometry(model)
         self.table_top = top
         self.register_buffer("table_lo", torch.tensor(lo).float(), persistent=False)
