@@ -49,7 +49,7 @@ controller brought the gripper there.
 
 --pads (with --contact; head.pads) lets the cube act on a gripper only between its pads: a box in the
 gripper's frame read from the MJCF's fingers (the cube fits between the open inner faces and overlaps
-them; not learnt). Elsewhere the gripper closes as it would on nothing and cannot carry the cube, whatever
+them by head.pad_overlap, 5 mm; not learnt). Elsewhere the gripper closes as it would on nothing and cannot carry the cube, whatever
 direction it came from; a grasp 5 cm off the cube then closes empty instead of on the cube, as in the
 reference world.
 
