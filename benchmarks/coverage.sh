@@ -62,7 +62,7 @@ if [ ! -f $D/head_contact/refine.json ]; then
 fi
 # The same with the box between the pads (head.pads): outside it a gripper closes as on nothing.
 if [ ! -f $D/head_pads/refine.json ]; then
-  refine pads --still_mode=true --holds=true --contact=true --pads=true
+  refine pads --still_mode=true --holds=true --contact=true --pads=true --pad_overlap=0.0  # any touch
   arm_targets $D/head_pads falls
 fi
 if [ ! -f $D/head_contact_noholds/refine.json ]; then

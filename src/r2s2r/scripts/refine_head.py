@@ -49,9 +49,9 @@ controller brought the gripper there.
 
 --pads (with --contact; head.pads) lets the cube act on a gripper only between its pads: a box in the
 gripper's frame read from the MJCF's fingers (the cube fits between the open inner faces and overlaps
-them by head.pad_overlap, 5 mm; not learnt). Elsewhere the gripper closes as it would on nothing and cannot carry the cube, whatever
-direction it came from; a grasp 5 cm off the cube then closes empty instead of on the cube, as in the
-reference world.
+them by --pad_overlap metres, 5 mm by default; not learnt). Elsewhere the gripper closes as it would on
+nothing and cannot carry the cube, whatever direction it came from; a grasp 5 cm off the cube then
+closes empty instead of on the cube, as in the reference world.
 
 --falls lands an imagined cube that no gripper can hold (head.falls; imagined steps only, no weights, so
 it can also be switched on in a refined head's config.json): one over the table, more than 1.5 cm above its

@@ -89,6 +89,7 @@ class RefineConfig:
     holds: bool = False  # imagined holds are holds: rigid, and kept in mid-air until released (head.holds)
     contact: bool = False  # contact outcomes from the gripper-object geometry alone (head.contact)
     pads: bool = False  # with contact: grasps only of an object between the pads (head.pads)
+    pad_overlap: float = 0.005  # m of the pads' faces an object must overlap (head.pad_overlap)
     falls: bool = False  # imagined objects that nothing can hold land on the table (head.falls)
     stops: bool = False  # with pads: an imagined closing gripper stops on the object between them
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
@@ -157,7 +158,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
         fields_ = {
             "kinematics": cfg.kinematics, "arm_targets": cfg.arm_targets, "still_mode": cfg.still_mode,
             "holds": cfg.holds, "reads_cameras": cfg.cameras, "contact": cfg.contact,
-            "pads": cfg.pads, "falls": cfg.falls, "stops": cfg.stops,
+            "pads": cfg.pads, "pad_overlap": cfg.pad_overlap, "falls": cfg.falls, "stops": cfg.stops,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
@@ -209,6 +210,7 @@ def refine_settings(cfg: RefineConfig) -> dict:
         "holds",
         "contact",
         "pads",
+        "pad_overlap",
     )
     settings = {
         "checkpoint": str(Path(cfg.checkpoint).resolve()),
