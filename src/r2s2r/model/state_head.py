@@ -307,8 +307,7 @@ class StateDynamicsHead(nn.Module):
         raw = latent[..., L : L + S] * self.joint_std + self.joint_mean
         opening = raw[..., self.grippers, None]  # (...,G,1)
         height = ((position[..., 2:3] - self.fk.table_top) / REL_SCALE).clamp(-4, 8)  # (...,1)
-        quat = (latent[..., L + S :] * self.pose_std + self.pose_mean)[..., 3:7]
-        faces = _quat_matrix(quat)  # (...,3,3) the object's axes as columns
+        faces = self._object_axes(latent)
         square = (rot.transpose(-1, -2) @ faces[..., None, :, :]).abs().amax(-1)  # (...,G,3)
         near = torch.exp(-rel.pow(2).sum(-1, keepdim=True) / (2 * NEAR**2))
         above = ((point[..., 2:3] - self.fk.table_top) / REL_SCALE).clamp(-4, 8)  # (...,G,1)
@@ -348,14 +347,15 @@ class StateDynamicsHead(nn.Module):
         """`head.stops`: (...,G) the raw opening at which each gripper's pads meet the object: its half-width
         across the closing axis (a cube's half-size times the sum of its axes' components along that axis)
         as finger travel (robots/kinematics.py: GraspKinematics.opening_at)."""
-        point, rot, position, rel = self._grasp(latent)
-        L, S = self.cfg.head.latent_dim, self.cfg.state_dim
-        quat = (latent[..., L + S :] * self.pose_std + self.pose_mean)[..., 3:7]
-        faces = _quat_matrix(quat)  # (...,3,3) the object's axes as columns
-        across = (
-            (faces[..., None, :, :].transpose(-1, -2) @ rot[..., :, 1:2])[..., 0].abs().sum(-1)
-        )  # (...,G)
+        rot = self._grasp(latent)[1]
+        faces = self._object_axes(latent)[..., None, :, :]  # (...,1,3,3)
+        across = (faces.transpose(-1, -2) @ rot[..., :, 1:2])[..., 0].abs().sum(-1)  # (...,G)
         return self.fk.opening_at(self.fk.object_rest * across)
+
+    def _object_axes(self, latent: torch.Tensor) -> torch.Tensor:
+        """(...,3,3) the object's axes as columns, from the pose a latent carries."""
+        L, S = self.cfg.head.latent_dim, self.cfg.state_dim
+        return _quat_matrix((latent[..., L + S :] * self.pose_std + self.pose_mean)[..., 3:7])
 
     def _contact_step(self, latent: torch.Tensor, chunk: torch.Tensor, imagined: bool = False):
         """`head.contact`: latent (B,M,·), chunk (B,C) -> each gripper's raw opening at the frame's end

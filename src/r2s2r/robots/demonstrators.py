@@ -203,10 +203,8 @@ class _TransferScript(StagedScript):
         pitch = PITCH + self.cfg.grasp_pitch_error
         h = np.array([math.cos(heading), math.sin(heading)])
         approach = np.array([h[0] * math.cos(pitch), h[1] * math.cos(pitch), -math.sin(pitch)])
-        closing, roll = np.array([-h[1], h[0], 0.0]), self.cfg.grasp_roll_error
-        closing = math.cos(roll) * closing + math.sin(roll) * np.cross(
-            approach, closing
-        )  # about the approach
+        level, roll = np.array([-h[1], h[0], 0.0]), self.cfg.grasp_roll_error  # roll: about the approach
+        closing = math.cos(roll) * level + math.sin(roll) * np.cross(approach, level)
         rot = frame_from_axes(approach, closing)
         c = self.cfg
         error = np.array([c.grasp_offset_x, c.grasp_offset_y, c.grasp_offset_z])

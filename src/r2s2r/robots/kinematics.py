@@ -128,9 +128,7 @@ def pad_box(
             world = data.geom_xpos[g] + local @ data.geom_xmat[g].reshape(3, 3).T
             v = (world - origin) @ rot - np.asarray(point)  # in the gripper's frame, about the grasp point
             gap = np.abs(v[:, axis]).min()
-            face = v[
-                np.abs(v[:, axis]) <= gap + 1e-3
-            ]  # the inner face: the vertices nearest the closing axis
+            face = v[np.abs(v[:, axis]) <= gap + 1e-3]  # the inner face: vertices nearest the closing axis
             lows.append(face.min(0))
             highs.append(face.max(0))
             gaps.append(gap)

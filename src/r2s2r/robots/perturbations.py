@@ -53,6 +53,7 @@ KINDS = (
 
 
 EXTRA_KINDS = ("approach",)  # drawn only where `kinds` names them
+ALL_KINDS = KINDS + EXTRA_KINDS
 
 
 @dataclass
@@ -68,11 +69,9 @@ class PerturbationRanges:
 
     def __post_init__(self) -> None:
         self.kinds = tuple(self.kinds)
-        unknown = sorted(set(self.kinds) - set(KINDS + EXTRA_KINDS))
+        unknown = sorted(set(self.kinds) - set(ALL_KINDS))
         if unknown:
-            raise ValueError(
-                f"unknown perturbation kind(s) {unknown}; known: {', '.join(KINDS + EXTRA_KINDS)}."
-            )
+            raise ValueError(f"unknown perturbation kind(s) {unknown}; known: {', '.join(ALL_KINDS)}.")
         if not (
             0 <= self.rate <= 1 and self.clean >= 0 and self.single >= 0 and self.clean + self.single <= 1
         ):
@@ -126,7 +125,7 @@ def _knobs(kind: str, rng: np.random.Generator, r: PerturbationRanges) -> dict:
         }
     if kind == "explore":
         return {"explore_time": u(0.5, 2.0), "explore_radius": u(0.02, 0.08)}
-    raise ValueError(f"unknown perturbation kind '{kind}'; known: {', '.join(KINDS + EXTRA_KINDS)}.")
+    raise ValueError(f"unknown perturbation kind '{kind}'; known: {', '.join(ALL_KINDS)}.")
 
 
 def draw_perturbation(rng: np.random.Generator, ranges: PerturbationRanges) -> dict:
