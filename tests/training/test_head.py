@@ -13,7 +13,13 @@ from r2s2r.data.reader import ClipConfig, ClipDataset
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.scripts.refine_head import main as refine_main
-from r2s2r.training.head import HeadTrainConfig, head_openloop, refine_head, upgrade_head
+from r2s2r.training.head import (
+    HeadTrainConfig,
+    fit_arm_tracking,
+    head_openloop,
+    refine_head,
+    upgrade_head,
+)
 
 
 @pytest.mark.parametrize("kinematics", [False, True])
@@ -160,6 +166,106 @@ def test_arm_targets_end_each_frame_at_the_commanded_arm_joints_and_switch_on_fo
     torch.testing.assert_close(b[..., L + 6], a[..., L + 6])  # grippers: as learnt
     torch.testing.assert_close(b[..., L + 13], a[..., L + 13])
     torch.testing.assert_close(b[..., :L], a[..., :L])
+
+
+ARMS = [i for i in range(14) if i not in (6, 13)]
+
+
+def _lagging_arm(K: int, lag: float, sag: float, blocked: float, episodes: int = 30, T: int = 20):
+    """Episodes (`ClipDataset.episode`'s keys) of arms that end each frame `lag` of the way back from the
+    last of its K targets, plus `sag` * cos(target) (gravity), except on a `blocked` share of frames, where
+    something stopped them where they were."""
+    gen = torch.Generator().manual_seed(0)
+    out = []
+    for _ in range(episodes):
+        now, goal = torch.rand(14, generator=gen) - 0.5, torch.zeros(14)
+        states, chunks = [now], []
+        for _ in range(T - 1):
+            goal = goal + 0.2 * torch.randn(14, generator=gen)
+            chunk = goal + torch.linspace(0.1, 0, K)[:, None] * torch.randn(14, generator=gen)  # (K,14)
+            last = chunk[-1]
+            end = last + lag * (now - last) + sag * torch.cos(last)
+            if torch.rand(1, generator=gen).item() < blocked:
+                end = now.clone()
+            end[[6, 13]] = last[[6, 13]]
+            states.append(end)
+            chunks.append(chunk)
+            now = end
+        out.append({"observation.state": torch.stack(states), "action": torch.stack(chunks)})
+    return out
+
+
+def test_arm_tracking_is_fitted_past_blocked_frames_and_ends_imagined_frames_where_the_arm_would():
+    """`head.arm_tracking`: fitted to arms that lag 30 % behind their last target and sag by 0.05 cos(target),
+    with 8 % of frames blocked, the robust fit finds both within 0.01 (a plain least-squares fit is dragged
+    off by the blocked frames); an imagined step then ends the arm joints exactly where that law puts them,
+    the grippers and latent untouched; zero weights are `head.arm_targets` exactly."""
+    torch.manual_seed(0)
+    cfg = WorldModelConfig.tiny(env_state_dim=7, head=dict(arm_targets=True, arm_tracking=True))
+    K, A = cfg.frame_stride, len(ARMS)
+    model = WorldModel(cfg)
+    model.set_stats({
+        "action": {"mean": torch.full((14,), 0.3), "std": torch.full((14,), 2.0)},
+        "observation.state": {"mean": torch.full((14,), -0.1), "std": torch.full((14,), 0.5)},
+    })  # fmt: skip
+    head = model.state_head
+    episodes = _lagging_arm(K, lag=0.3, sag=0.05, blocked=0.08)
+    figures = fit_arm_tracking(model, episodes)
+    W = head.tracking
+    assert W.shape == (5 * A + 1, A)
+    torch.testing.assert_close(W[:A].diagonal(), torch.full((A,), 0.3), atol=0.01, rtol=0)
+    torch.testing.assert_close(W[4 * A : 5 * A].diagonal(), torch.full((A,), 0.05), atol=0.01, rtol=0)
+    assert figures["median_rad"]["tracked"] < 0.1 * figures["median_rad"]["last_target"]
+    plain = fit_arm_tracking(model, episodes, scale=1e9, rounds=1)  # every frame weighted alike
+    assert (head.tracking[:A].diagonal() - 0.3).abs().max() > 0.03
+    assert plain["median_rad"]["tracked"] > figures["median_rad"]["tracked"]
+
+    frames = torch.rand(3, cfg.num_views, 3, cfg.image_height, cfg.image_width) * 2 - 1
+    state, env, chunk = torch.randn(3, 14), torch.randn(3, 7), torch.randn(3, cfg.chunk_dim)
+    law = torch.zeros(5 * A + 1, A)
+    law[:A] = 0.3 * torch.eye(A)
+    law[4 * A : 5 * A] = 0.05 * torch.eye(A)
+    L = cfg.head.latent_dim
+    with torch.no_grad():
+        latent = head.encode(frames, state, env)
+        head.tracking.copy_(law)
+        tracked = head.step(latent, chunk)
+        head.tracking.zero_()
+        targets_only = head.step(latent, chunk)
+    last = chunk.view(3, K, 14)[:, -1] * 2.0 + 0.3  # raw targets
+    now = state * 0.5 - 0.1  # radians
+    end = last + 0.3 * (now - last) + 0.05 * torch.cos(last)
+    arms = L + torch.tensor(ARMS)
+    expect = ((end + 0.1) / 0.5)[:, None, ARMS].expand(-1, cfg.head.ensemble, -1)
+    torch.testing.assert_close(tracked[..., arms], expect)
+    expect = ((last + 0.1) / 0.5)[:, None, ARMS].expand(-1, cfg.head.ensemble, -1)
+    torch.testing.assert_close(targets_only[..., arms], expect)
+    torch.testing.assert_close(tracked[..., L + 6], targets_only[..., L + 6])
+    torch.testing.assert_close(tracked[..., :L], targets_only[..., :L])
+    with pytest.raises(ValueError, match="arm_tracking=True needs head.arm_targets=True"):
+        WorldModelConfig.tiny(head=dict(arm_tracking=True))
+
+
+def test_refine_head_with_no_steps_fits_the_tracking_and_keeps_every_trained_weight(
+    recorded, tmp_path, capsys
+):
+    model, _ = _tiny_on(recorded)
+    model.save_pretrained(tmp_path / "wm")
+    base = [f"--checkpoint={tmp_path / 'wm'}", f"--data=[{recorded[0].root}]", "--head.steps=0"]
+    assert refine_main([*base, "--arm_tracking=true", f"--output_dir={tmp_path / 'tracked'}"]) == 0
+    tracked = WorldModel.from_pretrained(tmp_path / "tracked")
+    assert tracked.config.head.arm_targets and tracked.config.head.arm_tracking
+    original, state = model.state_dict(), tracked.state_dict()
+    assert state.keys() - original.keys() == {"state_head.tracking"}
+    assert all(torch.equal(state[k], v) for k, v in original.items())
+    assert state["state_head.tracking"].abs().sum() > 0  # fitted to the recording
+    assert "no training (--head.steps=0)" in capsys.readouterr().out
+    figures = json.loads((tmp_path / "tracked" / "refine.json").read_text())
+    assert figures["arm_tracking"]["frames"] > 0 and figures["final_loss"] is None
+    # A flag that rebuilds the trained head cannot go without training.
+    assert refine_main([*base, "--contact=true", "--still_mode=true", f"--output_dir={tmp_path / 'c'}"]) == 2
+    assert "--head.steps=0 keeps" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
 
 
 def test_encoding_without_a_pose_is_encoding_it_hidden_and_a_wrong_pose_is_refused(recorded):

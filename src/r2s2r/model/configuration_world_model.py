@@ -38,6 +38,9 @@ class StateHeadConfig:
     arm_targets: bool = (
         False  # imagined frames end with the arm joints at the chunk's last target (no weights)
     )
+    # With arm_targets: the arms end each frame where a tracking model fitted to the data puts them (a linear
+    # map of their lag behind the targets, the targets' last moves and gravity's pull; fitted, not trained).
+    arm_tracking: bool = False
     holds: bool = False  # imagined steps: a closed gripper holding an airborne object keeps it (no weights)
     # Contact outcomes (how far each gripper closes, the carry / still odds, reward and success) read only
     # the object's geometry relative to each gripper and its commands, never the latent or the arms' joints:
@@ -67,6 +70,8 @@ class StateHeadConfig:
             raise ValueError(f"head.pad_overlap={self.pad_overlap} must be in [0, 0.05) m.")
         if self.stops and not self.pads:
             raise ValueError("head.stops=True needs head.pads=True.")
+        if self.arm_tracking and not self.arm_targets:
+            raise ValueError("head.arm_tracking=True needs head.arm_targets=True.")
 
 
 @dataclass

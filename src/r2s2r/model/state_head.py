@@ -25,6 +25,29 @@ REL_SCALE = 0.05  # m: the object's position in a gripper's frame is read in uni
 NEAR = 0.02  # m: width of the "object between the pads" feature, exp(-d^2 / 2 NEAR^2)
 
 
+TRACKING_FEATURES = 5  # per arm joint, what `head.arm_tracking` reads (`tracking_features`)
+
+
+def tracking_features(arms: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """What `head.arm_tracking`'s linear model reads, in radians: the arm joints now (...,A) and a frame's
+    commanded arm targets (...,K,A) -> (...,5A+1): the arms' lag behind the last target, that target's change
+    over the frame's last control step and over the whole frame, its sine and cosine (gravity pulls harder
+    on an arm held out level), and 1."""
+    last = targets[..., -1, :]
+    step = last - targets[..., -min(2, targets.shape[-2]), :]
+    return torch.cat(
+        [
+            arms - last,
+            step,
+            last - targets[..., 0, :],
+            last.sin(),
+            last.cos(),
+            torch.ones_like(last[..., :1]),
+        ],
+        -1,
+    )
+
+
 def conv_trunk(width: int) -> nn.Sequential:
     """(N,3,H,W) -> (N, 4*width) features: three stride-2 convs and a global average."""
     return nn.Sequential(
@@ -160,7 +183,8 @@ class StateDynamicsHead(nn.Module):
     def _build_scales(self, cfg: WorldModelConfig) -> None:
         """Buffers for joints in radians and the pose in metres (kinematic heads, saved) and for commands in
         proprio's normalization (`head.arm_targets`, not saved: it adds no weights, so a trained head can
-        switch it on, and the model re-copies these scales from its own normalization when it loads)."""
+        switch it on, and the model re-copies these scales from its own normalization when it loads); with
+        `head.arm_tracking`, the fitted tracking model (saved)."""
         scales = {"joint": cfg.state_dim, "pose": cfg.env_state_dim} if self.kinematic else {}
         for name, dim in scales.items():
             self.register_buffer(f"{name}_mean", torch.zeros(dim))
@@ -180,6 +204,11 @@ class StateDynamicsHead(nn.Module):
                 if name not in scales:
                     self.register_buffer(f"{name}_mean", torch.zeros(dim), persistent=False)
                     self.register_buffer(f"{name}_std", torch.ones(dim), persistent=False)
+        # With `head.arm_tracking`, the tracking model's weights (fitted by `fit_arm_tracking`, saved).
+        self.tracks = bool(self.arm_targets and cfg.head.arm_tracking)
+        if self.tracks:  # zeros: exactly the last target until fitted
+            A = len(self.arm_index)
+            self.register_buffer("tracking", torch.zeros(TRACKING_FEATURES * A + 1, A))
 
     @property
     def feature_width(self) -> int:
@@ -408,9 +437,10 @@ class StateDynamicsHead(nn.Module):
         if not self.carried:
             return z, None, None, None
         state = latent[..., L : L + S] + change[..., L : L + S]
-        if self.arm_targets:  # the arms end the frame at their last target; the grippers as learnt
-            arms = self._last_target(chunk)[:, None].index_select(-1, self.arm_index)
-            state = state.index_copy(-1, self.arm_index, arms.expand(*state.shape[:-1], -1))
+        if (
+            self.arm_targets
+        ):  # the arms end the frame at (or, tracked, near) their last target; grippers learnt
+            state = state.index_copy(-1, self.arm_index, self._arm_end(latent, chunk))
         contact = self._contact_step(latent, chunk, imagined) if self.contact else None
         if contact is not None:  # the grippers' opening from the contact model
             grip = (contact[0] - self.joint_mean[self.grippers]) / self.joint_std[self.grippers]
@@ -435,10 +465,25 @@ class StateDynamicsHead(nn.Module):
             logits = contact[1]
         return z, state, poses, logits
 
-    def _last_target(self, chunk: torch.Tensor) -> torch.Tensor:
-        """The chunk's (B,C) last commanded joint targets (B,S), in proprio's normalization."""
-        last = chunk.unflatten(-1, (self.cfg.frame_stride, -1))[:, -1]
-        return (last * self.command_std + self.command_mean - self.joint_mean) / self.joint_std
+    def arm_targets_of(self, chunk: torch.Tensor) -> torch.Tensor:
+        """The chunk's (B,C) commanded arm-joint targets (B,K,A), in radians (K: control steps per frame)."""
+        targets = chunk.unflatten(-1, (self.cfg.frame_stride, -1)) * self.command_std + self.command_mean
+        return targets.index_select(-1, self.arm_index)
+
+    def _arm_end(self, latent: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        """Where the arm joints end the frame (B,M,A), in proprio's normalization: at the chunk's last target,
+        plus, with `head.arm_tracking`, the fitted tracking model's error from the arms' joints now."""
+        targets = self.arm_targets_of(chunk)[:, None]  # (B,1,K,A)
+        end = targets[:, :, -1]
+        mean, std = self.joint_mean[self.arm_index], self.joint_std[self.arm_index]
+        if self.tracks:
+            L = self.cfg.head.latent_dim
+            now = latent[..., L : L + self.cfg.state_dim].index_select(-1, self.arm_index) * std + mean
+            end = (
+                end
+                + tracking_features(now, targets.expand(*now.shape[:-1], *targets.shape[-2:])) @ self.tracking
+            )
+        return ((end - mean) / std).expand(*latent.shape[:-1], -1)
 
     def step(
         self, latent: torch.Tensor, chunk: torch.Tensor, draw: torch.Tensor | None = None

@@ -30,6 +30,17 @@ gripper", picked by the predicted odds. --kinematics=false: pose only.
 (head.arm_targets; the grippers still learn theirs). It adds no weights, so it can also be switched on
 for a refined head by setting "arm_targets": true under "head" in its config.json.
 
+--arm_tracking (turns on --arm_targets; head.arm_tracking) ends them instead where a tracking model fitted to
+--data puts them: the last target plus a linear map of the arms' lag behind it, the target's last moves and
+gravity's pull (sine and cosine of the target), fitted by least squares robust to frames where the table or
+the object stopped an arm. A real arm lags its targets; an imagined grasp then closes where the real one
+would, not a centimetre nearer the object. The fit takes seconds and is saved with the head; its errors
+(radians, target alone vs tracked) go into refine.json.
+
+--head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
+--stops, --pad_overlap) on a refined head, fits the tracking model, and writes the world model. Other flags
+must then match the checkpoint's head (they would rebuild it, untrained); that is refused.
+
 --still_mode adds a pose mode "the cube stays exactly where it is", with its odds; training picks it
 wherever the cube did not move.
 
@@ -96,7 +107,17 @@ def _row(name: str, f: dict) -> str:
 
 def refine_main(cfg: RefineConfig) -> int:
     figures = refine_checkpoint(cfg)
-    print(f"\nrefined on {figures['episodes']} episodes in {figures['refine_seconds']:.0f} s")
+    if cfg.head.steps:
+        print(f"\nrefined on {figures['episodes']} episodes in {figures['refine_seconds']:.0f} s")
+    else:
+        print(f"\nno training (--head.steps=0); read {figures['episodes']} episodes")
+    if "arm_tracking" in figures:
+        f = figures["arm_tracking"]
+        print(
+            f"arm tracking fitted on {f['frames']} frames: arm-joint error median / 99th percentile "
+            f"{f['median_rad']['last_target']:.4f} / {f['p99_rad']['last_target']:.4f} rad at the last "
+            f"target, {f['median_rad']['tracked']:.4f} / {f['p99_rad']['tracked']:.4f} rad tracked"
+        )
     rows = [(k, figures[k]) for k in ("before", "after", "after_cameras_only") if k in figures]
     if rows:
         header = ("head", "object error 1/3/6 s (cm)", "agreement", "imagined", "real")

@@ -51,7 +51,7 @@ from r2s2r.errors import SettingsChangedError
 from r2s2r.files import atomic_write_text, load_safetensors, read_json, staged_directory
 from r2s2r.model.configuration_world_model import StateHeadConfig
 from r2s2r.model.modeling_world_model import WorldModel
-from r2s2r.model.state_head import pose_error
+from r2s2r.model.state_head import pose_error, tracking_features
 from r2s2r.robots.spec import robot_spec
 from r2s2r.training.checkpoint import flatten_optimizer, unflatten_optimizer
 
@@ -85,6 +85,7 @@ class RefineConfig:
     pose_modes: int = 0  # free object-pose modes of the refined head (head.pose_modes); 0: the checkpoint's
     kinematics: bool = True  # relate the object to the grippers (head.kinematics); False: a pose-only head
     arm_targets: bool = False  # the arm joints end each frame at their last target (head.arm_targets)
+    arm_tracking: bool = False  # with arm_targets: ... or where a tracking model fitted to --data puts them
     still_mode: bool = False  # a pose mode that keeps the object exactly where it is (head.still_mode)
     holds: bool = False  # imagined holds are holds: rigid, and kept in mid-air until released (head.holds)
     contact: bool = False  # contact outcomes from the gripper-object geometry alone (head.contact)
@@ -102,8 +103,8 @@ class RefineConfig:
             self.data = [self.data]
         if not self.data:
             raise ValueError("no --data; give the LeRobot dataset(s) to refine on, e.g. --data='[DIR]'.")
-        if self.head.steps < 1 or self.head.window < 2:
-            raise ValueError("head.steps must be >= 1 and head.window >= 2 (one chunk to unroll).")
+        if self.head.steps < 0 or self.head.window < 2:
+            raise ValueError("head.steps must be >= 0 and head.window >= 2 (one chunk to unroll).")
 
 
 def read_episodes(root: str, model: WorldModel, max_episodes: int = 0) -> list[dict[str, torch.Tensor]]:
@@ -125,23 +126,37 @@ UPGRADES = {
 }
 
 
+# Head fields that add no trained weights (rules of imagined steps, a fitted tracking model): switching only
+# these keeps a refined head's weights.
+RULES = ("arm_targets", "arm_tracking", "holds", "falls", "stops", "pad_overlap")
+
+
+def rebuilds_head(model: WorldModel, **head: object) -> bool:
+    """Whether `upgrade_head(model, **head)` rebuilds the trained part of its state head (a field other than
+    the `RULES` differs), which must then be refined before use."""
+    wanted = {**UPGRADES, **head}
+    return any(getattr(model.config.head, k) != v for k, v in wanted.items() if k not in RULES)
+
+
 def upgrade_head(model: WorldModel, seed: int = 0, **head: object) -> WorldModel:
     """The same world model with the current state head (`UPGRADES`): it reads the observed object pose and
     carries proprio and pose explicitly. The video model, the judge, the normalization and the cameras'
     trunk are copied; the rest of an older head is rebuilt from `seed` (the global RNG is left as it was),
     so it must be refined (`refine_head`) before use. `head` sets other StateHeadConfig fields (e.g.
-    pose_modes=2). A model that already has that head is returned as is."""
+    pose_modes=2). Where only `RULES` change, the whole head is kept (a new tracking model starts at zero:
+    the last target). A model that already has that head is returned as is."""
     cfg = model.config
     wanted = {**UPGRADES, **head}
     if all(getattr(cfg.head, k) == v for k, v in wanted.items()):
         return model
+    rebuild = rebuilds_head(model, **head)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         new = WorldModel(dataclasses.replace(cfg, head=dataclasses.replace(cfg.head, **wanted)))
     state = new.state_dict()
     for name, value in model.state_dict().items():
-        keep = not name.startswith("state_head.") or name.startswith("state_head.trunk.")
-        if keep and name in state:
+        keep = not rebuild or not name.startswith("state_head.") or name.startswith("state_head.trunk.")
+        if keep and name in state and state[name].shape == value.shape:
             state[name] = value.clone()
     new.load_state_dict(state)
     new.state_head.set_scales(new)
@@ -156,22 +171,32 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
     model = WorldModel.from_pretrained(cfg.checkpoint)
     if cfg.upgrade or cfg.pose_modes:
         fields_ = {
-            "kinematics": cfg.kinematics, "arm_targets": cfg.arm_targets, "still_mode": cfg.still_mode,
+            "kinematics": cfg.kinematics, "arm_targets": cfg.arm_targets or cfg.arm_tracking,
+            "arm_tracking": cfg.arm_tracking, "still_mode": cfg.still_mode,
             "holds": cfg.holds, "reads_cameras": cfg.cameras, "contact": cfg.contact,
             "pads": cfg.pads, "pad_overlap": cfg.pad_overlap, "falls": cfg.falls, "stops": cfg.stops,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
+        if not cfg.head.steps and rebuilds_head(model, **fields_):
+            raise ValueError(
+                f"--head.steps=0 keeps {cfg.checkpoint}'s trained head, but the flags ask for another head "
+                f"than it has (only {', '.join(RULES)} can change without training); give --head.steps."
+            )
         model = upgrade_head(model, seed=cfg.head.seed, **fields_)
+    elif not cfg.head.steps and cfg.arm_tracking != model.config.head.arm_tracking:
+        raise ValueError("--head.steps=0 with --upgrade=false changes nothing; drop --upgrade=false.")
     episodes = [ep for root in cfg.data for ep in read_episodes(root, model, cfg.max_episodes)]
     heldout = read_episodes(cfg.heldout, model) if cfg.heldout else []
     figures: dict = {"checkpoint": cfg.checkpoint, "data": cfg.data, "episodes": len(episodes)}
     if heldout:
         figures["before"] = head_openloop(model, heldout)
+    if model.state_head.tracks:
+        figures["arm_tracking"] = fit_arm_tracking(model, episodes)
     start = time.perf_counter()
-    log = refine_head(model, episodes, cfg.head, partial, settings)
+    log = refine_head(model, episodes, cfg.head, partial, settings) if cfg.head.steps else []
     figures["refine_seconds"] = round(time.perf_counter() - start, 1)
-    figures["final_loss"] = log[-1]["loss"]
+    figures["final_loss"] = log[-1]["loss"] if log else None
     if heldout:
         figures["after"] = head_openloop(model, heldout)
         if model.state_head.reads_objects and model.state_head.reads_cameras:
@@ -183,6 +208,48 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
     atomic_write_text(out / "refine.json", json.dumps(figures, indent=1))
     shutil.rmtree(partial, ignore_errors=True)
     return figures
+
+
+TRACKING_ROWS = 200_000  # frames `fit_arm_tracking` fits on at most (a fixed random draw of them)
+
+
+@torch.no_grad()
+def fit_arm_tracking(
+    model: WorldModel, episodes: list[dict[str, torch.Tensor]], scale: float = 0.01, rounds: int = 8
+) -> dict:
+    """Fit `head.arm_tracking`'s linear model (`tracking_features` -> where the arm joints end each frame,
+    less the frame's last target) to `episodes` by least squares, in place. Frames where something stopped
+    an arm (the table, the object) would drag a plain fit: each joint's fit is reweighted `rounds` times with
+    Huber weights of `scale` radians. Returns the median and 99th-percentile error per joint and frame, in
+    radians, of the last target alone and of the fitted model, on the frames fitted."""
+    head = model.state_head
+    now, targets, end = [], [], []
+    for ep in episodes:
+        arms = ep["observation.state"].double().index_select(-1, head.arm_index.cpu())
+        chunks = ep["action"].double()  # (T-1,K,A): each frame's commanded targets
+        now.append(arms[:-1])
+        end.append(arms[1 : len(chunks) + 1])
+        targets.append(chunks.index_select(-1, head.arm_index.cpu())[: len(arms) - 1])
+    now, targets, end = torch.cat(now), torch.cat(targets), torch.cat(end)
+    if len(now) > TRACKING_ROWS:
+        keep = torch.randperm(len(now), generator=torch.Generator().manual_seed(0))[:TRACKING_ROWS]
+        now, targets, end = now[keep], targets[keep], end[keep]
+    X = tracking_features(now, targets)
+    Y = end - targets[:, -1]
+    W = torch.zeros(X.shape[1], Y.shape[1], dtype=torch.float64)
+    ridge = 1e-3 * torch.eye(X.shape[1], dtype=torch.float64)
+    for _ in range(rounds):
+        weight = (scale / (Y - X @ W).abs().clamp_min(1e-9)).clamp(max=1.0)  # (N,A) Huber
+        for j in range(Y.shape[1]):
+            Xw = X * weight[:, j : j + 1]
+            W[:, j] = torch.linalg.solve(Xw.T @ X + ridge, Xw.T @ Y[:, j])
+    head.tracking.copy_(W.to(head.tracking))
+    before, after = Y.abs(), (Y - X @ W).abs()
+    return {
+        "frames": len(X),
+        "median_rad": {"last_target": before.median().item(), "tracked": after.median().item()},
+        "p99_rad": {"last_target": before.quantile(0.99).item(), "tracked": after.quantile(0.99).item()},
+    }
 
 
 def partial_dir(output_dir: str | Path) -> Path:
@@ -206,6 +273,7 @@ def refine_settings(cfg: RefineConfig) -> dict:
         "pose_modes",
         "kinematics",
         "arm_targets",
+        "arm_tracking",
         "still_mode",
         "holds",
         "contact",
