@@ -5,7 +5,8 @@
 # assets/world_model_small refined on them without cameras: head_plain (no hand-written rule), head_targets
 # (arm targets only), head_rules (still mode, holds, arm targets), head_contact (head.contact, below),
 # head_pads (head.contact with head.pads) and head_approach (pads and stops, on 5,000 episodes more with
-# wider grasp approaches, seed 1004; head_approach_nostops: the same weights, the stop rule off).
+# wider grasp approaches, seed 1004; head_approach_nostops: the same weights, the stop rule off;
+# head_tracking: those weights with the arms' tracking fitted, head.arm_tracking).
 # Besides the base model's own 160 training episodes nothing else enters their data: no zoo policy, no
 # held-out family.
 #   - recording: four datasets of 5,000 (seeds 1000-1003), two at a time, ~0.25 s of physics an episode;
@@ -85,4 +86,11 @@ if [ ! -f $D/head_approach_nostops/refine.json ]; then  # the same weights witho
   $BIN/python -c 'import sys; from r2s2r.model.configuration_world_model import WorldModelConfig as C
 c = C.load(sys.argv[1]); c.head.stops = False; c.save(sys.argv[1])' $D/head_approach_nostops.tmp
   mv $D/head_approach_nostops.tmp $D/head_approach_nostops
+fi
+# The arms' tracking (head.arm_tracking): the same weights, the arms ending each imagined frame where a
+# tracking model fitted to the coverage data puts them (the real arm lags its target), not at the target.
+if [ ! -f $D/head_tracking/refine.json ]; then
+  $BIN/r2s2r-refine-head --checkpoint=$D/head_approach_nostops --cameras=false --still_mode=true \
+    --holds=true --contact=true --pads=true --falls=true --arm_tracking=true --head.steps=0 \
+    --max_episodes=1000 --data="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]" --output_dir=$D/head_tracking
 fi

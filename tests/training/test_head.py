@@ -171,10 +171,10 @@ def test_arm_targets_end_each_frame_at_the_commanded_arm_joints_and_switch_on_fo
 ARMS = [i for i in range(14) if i not in (6, 13)]
 
 
-def _lagging_arm(K: int, lag: float, sag: float, blocked: float, episodes: int = 30, T: int = 20):
-    """Episodes (`ClipDataset.episode`'s keys) of arms that end each frame `lag` of the way back from the
-    last of its K targets, plus `sag` * cos(target) (gravity), except on a `blocked` share of frames, where
-    something stopped them where they were."""
+def _lagging_arm(K: int, law: tuple[float, float, float], blocked: float, episodes: int = 30, T: int = 20):
+    """Episodes (`ClipDataset.episode`'s keys) of arms that end each frame at the last of its K targets plus
+    `law` . (that target's change over the last control step, over the frame, 1), except on a `blocked`
+    share of frames, where something stopped them where they were."""
     gen = torch.Generator().manual_seed(0)
     out = []
     for _ in range(episodes):
@@ -183,8 +183,9 @@ def _lagging_arm(K: int, lag: float, sag: float, blocked: float, episodes: int =
         for _ in range(T - 1):
             goal = goal + 0.2 * torch.randn(14, generator=gen)
             chunk = goal + torch.linspace(0.1, 0, K)[:, None] * torch.randn(14, generator=gen)  # (K,14)
+            chunk = chunk + 0.05 * torch.randn(K, 14, generator=gen)  # its last step's change varies too
             last = chunk[-1]
-            end = last + lag * (now - last) + sag * torch.cos(last)
+            end = last + law[0] * (last - chunk[-2]) + law[1] * (last - chunk[0]) + law[2]
             if torch.rand(1, generator=gen).item() < blocked:
                 end = now.clone()
             end[[6, 13]] = last[[6, 13]]
@@ -196,10 +197,11 @@ def _lagging_arm(K: int, lag: float, sag: float, blocked: float, episodes: int =
 
 
 def test_arm_tracking_is_fitted_past_blocked_frames_and_ends_imagined_frames_where_the_arm_would():
-    """`head.arm_tracking`: fitted to arms that lag 30 % behind their last target and sag by 0.05 cos(target),
-    with 8 % of frames blocked, the robust fit finds both within 0.01 (a plain least-squares fit is dragged
-    off by the blocked frames); an imagined step then ends the arm joints exactly where that law puts them,
-    the grippers and latent untouched; zero weights are `head.arm_targets` exactly."""
+    """`head.arm_tracking`: fitted to arms that end each frame 0.4 of the last control step's change and
+    0.2 of the frame's behind their last target, 0.01 rad off, with 8 % of frames blocked, the robust fit
+    finds the law within 0.01 (a plain least-squares fit is dragged off by the blocked frames); an imagined
+    step then ends the arm joints exactly where that law puts them, grippers and latent untouched; zero
+    weights are `head.arm_targets` exactly."""
     torch.manual_seed(0)
     cfg = WorldModelConfig.tiny(env_state_dim=7, head=dict(arm_targets=True, arm_tracking=True))
     K, A = cfg.frame_stride, len(ARMS)
@@ -209,32 +211,27 @@ def test_arm_tracking_is_fitted_past_blocked_frames_and_ends_imagined_frames_whe
         "observation.state": {"mean": torch.full((14,), -0.1), "std": torch.full((14,), 0.5)},
     })  # fmt: skip
     head = model.state_head
-    episodes = _lagging_arm(K, lag=0.3, sag=0.05, blocked=0.08)
-    figures = fit_arm_tracking(model, episodes)
-    W = head.tracking
-    assert W.shape == (5 * A + 1, A)
-    torch.testing.assert_close(W[:A].diagonal(), torch.full((A,), 0.3), atol=0.01, rtol=0)
-    torch.testing.assert_close(W[4 * A : 5 * A].diagonal(), torch.full((A,), 0.05), atol=0.01, rtol=0)
+    law = (-0.4, -0.2, 0.01)
+    figures = fit_arm_tracking(model, _lagging_arm(K, law, blocked=0.08))
+    assert head.tracking.shape == (A, 3)
+    torch.testing.assert_close(head.tracking, torch.tensor(law).expand(A, -1), atol=0.01, rtol=0)
     assert figures["median_rad"]["tracked"] < 0.1 * figures["median_rad"]["last_target"]
-    plain = fit_arm_tracking(model, episodes, scale=1e9, rounds=1)  # every frame weighted alike
-    assert (head.tracking[:A].diagonal() - 0.3).abs().max() > 0.03
+    plain = fit_arm_tracking(model, _lagging_arm(K, law, blocked=0.08), scale=1e9, rounds=1)  # all alike
+    assert (head.tracking - torch.tensor(law)).abs().max() > 0.03
     assert plain["median_rad"]["tracked"] > figures["median_rad"]["tracked"]
 
     frames = torch.rand(3, cfg.num_views, 3, cfg.image_height, cfg.image_width) * 2 - 1
     state, env, chunk = torch.randn(3, 14), torch.randn(3, 7), torch.randn(3, cfg.chunk_dim)
-    law = torch.zeros(5 * A + 1, A)
-    law[:A] = 0.3 * torch.eye(A)
-    law[4 * A : 5 * A] = 0.05 * torch.eye(A)
     L = cfg.head.latent_dim
     with torch.no_grad():
         latent = head.encode(frames, state, env)
-        head.tracking.copy_(law)
+        head.tracking.copy_(torch.tensor(law).expand(A, -1))
         tracked = head.step(latent, chunk)
         head.tracking.zero_()
         targets_only = head.step(latent, chunk)
-    last = chunk.view(3, K, 14)[:, -1] * 2.0 + 0.3  # raw targets
-    now = state * 0.5 - 0.1  # radians
-    end = last + 0.3 * (now - last) + 0.05 * torch.cos(last)
+    raw = chunk.view(3, K, 14) * 2.0 + 0.3  # raw targets
+    last = raw[:, -1]
+    end = last - 0.4 * (last - raw[:, -2]) - 0.2 * (last - raw[:, 0]) + 0.01
     arms = L + torch.tensor(ARMS)
     expect = ((end + 0.1) / 0.5)[:, None, ARMS].expand(-1, cfg.head.ensemble, -1)
     torch.testing.assert_close(tracked[..., arms], expect)

@@ -38,8 +38,8 @@ class StateHeadConfig:
     arm_targets: bool = (
         False  # imagined frames end with the arm joints at the chunk's last target (no weights)
     )
-    # With arm_targets: the arms end each frame where a tracking model fitted to the data puts them (a linear
-    # map of their lag behind the targets, the targets' last moves and gravity's pull; fitted, not trained).
+    # With arm_targets: the arms end each frame where a tracking model fitted to the data puts them (behind
+    # the last target by a linear map of the targets' last moves, per joint; fitted, not trained).
     arm_tracking: bool = False
     holds: bool = False  # imagined steps: a closed gripper holding an airborne object keeps it (no weights)
     # Contact outcomes (how far each gripper closes, the carry / still odds, reward and success) read only

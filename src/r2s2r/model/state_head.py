@@ -25,27 +25,18 @@ REL_SCALE = 0.05  # m: the object's position in a gripper's frame is read in uni
 NEAR = 0.02  # m: width of the "object between the pads" feature, exp(-d^2 / 2 NEAR^2)
 
 
-TRACKING_FEATURES = 5  # per arm joint, what `head.arm_tracking` reads (`tracking_features`)
+TRACKING_FEATURES = 3  # what `head.arm_tracking` reads of each arm joint (`tracking_features`)
 
 
-def tracking_features(arms: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """What `head.arm_tracking`'s linear model reads, in radians: the arm joints now (...,A) and a frame's
-    commanded arm targets (...,K,A) -> (...,5A+1): the arms' lag behind the last target, that target's change
-    over the frame's last control step and over the whole frame, its sine and cosine (gravity pulls harder
-    on an arm held out level), and 1."""
+def tracking_features(targets: torch.Tensor) -> torch.Tensor:
+    """What `head.arm_tracking`'s model reads of each arm joint: a frame's commanded targets (...,K,A), in
+    radians -> (...,A,3): the last target's change over the frame's last control step and over the whole
+    frame, and 1. The commands only, not where the arm is: a model fed its own imagined joints compounded
+    its errors over an episode (and a fit across joints, or on gravity's sine and cosine, followed the
+    demonstrators' poses and was wrong for other controllers')."""
     last = targets[..., -1, :]
     step = last - targets[..., -min(2, targets.shape[-2]), :]
-    return torch.cat(
-        [
-            arms - last,
-            step,
-            last - targets[..., 0, :],
-            last.sin(),
-            last.cos(),
-            torch.ones_like(last[..., :1]),
-        ],
-        -1,
-    )
+    return torch.stack([step, last - targets[..., 0, :], torch.ones_like(last)], dim=-1)
 
 
 def conv_trunk(width: int) -> nn.Sequential:
@@ -207,8 +198,7 @@ class StateDynamicsHead(nn.Module):
         # With `head.arm_tracking`, the tracking model's weights (fitted by `fit_arm_tracking`, saved).
         self.tracks = bool(self.arm_targets and cfg.head.arm_tracking)
         if self.tracks:  # zeros: exactly the last target until fitted
-            A = len(self.arm_index)
-            self.register_buffer("tracking", torch.zeros(TRACKING_FEATURES * A + 1, A))
+            self.register_buffer("tracking", torch.zeros(len(self.arm_index), TRACKING_FEATURES))
 
     @property
     def feature_width(self) -> int:
@@ -440,7 +430,8 @@ class StateDynamicsHead(nn.Module):
         if (
             self.arm_targets
         ):  # the arms end the frame at (or, tracked, near) their last target; grippers learnt
-            state = state.index_copy(-1, self.arm_index, self._arm_end(latent, chunk))
+            arms = self._arm_end(chunk).expand(*state.shape[:-1], -1)
+            state = state.index_copy(-1, self.arm_index, arms)
         contact = self._contact_step(latent, chunk, imagined) if self.contact else None
         if contact is not None:  # the grippers' opening from the contact model
             grip = (contact[0] - self.joint_mean[self.grippers]) / self.joint_std[self.grippers]
@@ -470,20 +461,15 @@ class StateDynamicsHead(nn.Module):
         targets = chunk.unflatten(-1, (self.cfg.frame_stride, -1)) * self.command_std + self.command_mean
         return targets.index_select(-1, self.arm_index)
 
-    def _arm_end(self, latent: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
-        """Where the arm joints end the frame (B,M,A), in proprio's normalization: at the chunk's last target,
-        plus, with `head.arm_tracking`, the fitted tracking model's error from the arms' joints now."""
-        targets = self.arm_targets_of(chunk)[:, None]  # (B,1,K,A)
-        end = targets[:, :, -1]
-        mean, std = self.joint_mean[self.arm_index], self.joint_std[self.arm_index]
+    def _arm_end(self, chunk: torch.Tensor) -> torch.Tensor:
+        """Where the arm joints end the frame (B,1,A), in proprio's normalization: at the chunk's last target,
+        plus, with `head.arm_tracking`, the fitted tracking model's lag behind it."""
+        targets = self.arm_targets_of(chunk)  # (B,K,A)
+        end = targets[:, -1]
         if self.tracks:
-            L = self.cfg.head.latent_dim
-            now = latent[..., L : L + self.cfg.state_dim].index_select(-1, self.arm_index) * std + mean
-            end = (
-                end
-                + tracking_features(now, targets.expand(*now.shape[:-1], *targets.shape[-2:])) @ self.tracking
-            )
-        return ((end - mean) / std).expand(*latent.shape[:-1], -1)
+            end = end + (tracking_features(targets) * self.tracking).sum(-1)
+        mean, std = self.joint_mean[self.arm_index], self.joint_std[self.arm_index]
+        return ((end - mean) / std)[:, None]
 
     def step(
         self, latent: torch.Tensor, chunk: torch.Tensor, draw: torch.Tensor | None = None

@@ -31,11 +31,11 @@ gripper", picked by the predicted odds. --kinematics=false: pose only.
 for a refined head by setting "arm_targets": true under "head" in its config.json.
 
 --arm_tracking (turns on --arm_targets; head.arm_tracking) ends them instead where a tracking model fitted to
---data puts them: the last target plus a linear map of the arms' lag behind it, the target's last moves and
-gravity's pull (sine and cosine of the target), fitted by least squares robust to frames where the table or
-the object stopped an arm. A real arm lags its targets; an imagined grasp then closes where the real one
-would, not a centimetre nearer the object. The fit takes seconds and is saved with the head; its errors
-(radians, target alone vs tracked) go into refine.json.
+--data puts them: each joint behind its last target by a linear map of how that target moved over the
+frame's last control step and over the whole frame, plus an offset, fitted by least squares robust to frames
+where the table or the object stopped an arm. A real arm lags a moving target; an imagined grasp then
+closes where the real one would, not a centimetre nearer the object. The fit takes seconds and is saved
+with the head; its errors (radians, target alone vs tracked) go into refine.json.
 
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
 --stops, --pad_overlap) on a refined head, fits the tracking model, and writes the world model. Other flags

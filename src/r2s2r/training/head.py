@@ -184,7 +184,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
                 f"than it has (only {', '.join(RULES)} can change without training); give --head.steps."
             )
         model = upgrade_head(model, seed=cfg.head.seed, **fields_)
-    elif not cfg.head.steps and cfg.arm_tracking != model.config.head.arm_tracking:
+    elif not cfg.head.steps and not model.state_head.tracks:
         raise ValueError("--head.steps=0 with --upgrade=false changes nothing; drop --upgrade=false.")
     episodes = [ep for root in cfg.data for ep in read_episodes(root, model, cfg.max_episodes)]
     heldout = read_episodes(cfg.heldout, model) if cfg.heldout else []
@@ -217,34 +217,34 @@ TRACKING_ROWS = 200_000  # frames `fit_arm_tracking` fits on at most (a fixed ra
 def fit_arm_tracking(
     model: WorldModel, episodes: list[dict[str, torch.Tensor]], scale: float = 0.01, rounds: int = 8
 ) -> dict:
-    """Fit `head.arm_tracking`'s linear model (`tracking_features` -> where the arm joints end each frame,
-    less the frame's last target) to `episodes` by least squares, in place. Frames where something stopped
-    an arm (the table, the object) would drag a plain fit: each joint's fit is reweighted `rounds` times with
-    Huber weights of `scale` radians. Returns the median and 99th-percentile error per joint and frame, in
-    radians, of the last target alone and of the fitted model, on the frames fitted."""
+    """Fit `head.arm_tracking`'s linear model (each arm joint's `tracking_features` -> where it ends each
+    frame, less the frame's last target) to `episodes` by least squares, joint by joint, in place. Frames
+    where something stopped an arm (the table, the object) would drag a plain fit: each joint's fit is
+    reweighted `rounds` times with Huber weights of `scale` radians. Returns the median and 99th-percentile
+    error per joint and frame, in radians, of the last target alone and of the fitted model, on the frames
+    fitted."""
     head = model.state_head
-    now, targets, end = [], [], []
+    targets, end = [], []
     for ep in episodes:
         arms = ep["observation.state"].double().index_select(-1, head.arm_index.cpu())
         chunks = ep["action"].double()  # (T-1,K,A): each frame's commanded targets
-        now.append(arms[:-1])
         end.append(arms[1 : len(chunks) + 1])
         targets.append(chunks.index_select(-1, head.arm_index.cpu())[: len(arms) - 1])
-    now, targets, end = torch.cat(now), torch.cat(targets), torch.cat(end)
-    if len(now) > TRACKING_ROWS:
-        keep = torch.randperm(len(now), generator=torch.Generator().manual_seed(0))[:TRACKING_ROWS]
-        now, targets, end = now[keep], targets[keep], end[keep]
-    X = tracking_features(now, targets)
-    Y = end - targets[:, -1]
-    W = torch.zeros(X.shape[1], Y.shape[1], dtype=torch.float64)
-    ridge = 1e-3 * torch.eye(X.shape[1], dtype=torch.float64)
+    targets, end = torch.cat(targets), torch.cat(end)
+    if len(end) > TRACKING_ROWS:
+        keep = torch.randperm(len(end), generator=torch.Generator().manual_seed(0))[:TRACKING_ROWS]
+        targets, end = targets[keep], end[keep]
+    X = tracking_features(targets)  # (N,A,F)
+    Y = end - targets[:, -1]  # (N,A)
+    W = torch.zeros(X.shape[1:], dtype=torch.float64)
+    ridge = 1e-3 * torch.eye(X.shape[-1], dtype=torch.float64)
     for _ in range(rounds):
-        weight = (scale / (Y - X @ W).abs().clamp_min(1e-9)).clamp(max=1.0)  # (N,A) Huber
+        weight = (scale / (Y - (X * W).sum(-1)).abs().clamp_min(1e-9)).clamp(max=1.0)  # (N,A) Huber
         for j in range(Y.shape[1]):
-            Xw = X * weight[:, j : j + 1]
-            W[:, j] = torch.linalg.solve(Xw.T @ X + ridge, Xw.T @ Y[:, j])
+            Xw = X[:, j] * weight[:, j : j + 1]
+            W[j] = torch.linalg.solve(Xw.T @ X[:, j] + ridge, Xw.T @ Y[:, j])
     head.tracking.copy_(W.to(head.tracking))
-    before, after = Y.abs(), (Y - X @ W).abs()
+    before, after = Y.abs(), (Y - (X * W).sum(-1)).abs()
     return {
         "frames": len(X),
         "median_rad": {"last_target": before.median().item(), "tracked": after.median().item()},
