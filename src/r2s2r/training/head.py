@@ -60,7 +60,7 @@ from r2s2r.training.checkpoint import flatten_optimizer, unflatten_optimizer
 class HeadTrainConfig:
     """How to refine the head; see the module docstring."""
 
-    steps: int = 3000  # optimizer steps
+    steps: int = 3000  # optimizer steps (0: switch rules, fit the arms' tracking, train nothing)
     batch_size: int = 128  # windows per step
     window: int = 16  # frames per window: the head unrolls window - 1 chunks
     lr: float = 1e-3  # Adam, cosine-decayed to 0
@@ -85,7 +85,7 @@ class RefineConfig:
     pose_modes: int = 0  # free object-pose modes of the refined head (head.pose_modes); 0: the checkpoint's
     kinematics: bool = True  # relate the object to the grippers (head.kinematics); False: a pose-only head
     arm_targets: bool = False  # the arm joints end each frame at their last target (head.arm_targets)
-    arm_tracking: bool = False  # with arm_targets: ... or where a tracking model fitted to --data puts them
+    arm_tracking: bool = False  # ... or where a tracking model fitted to --data puts them (head.arm_tracking)
     still_mode: bool = False  # a pose mode that keeps the object exactly where it is (head.still_mode)
     holds: bool = False  # imagined holds are holds: rigid, and kept in mid-air until released (head.holds)
     contact: bool = False  # contact outcomes from the gripper-object geometry alone (head.contact)
