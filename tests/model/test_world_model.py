@@ -774,53 +774,6 @@ def test_stops_hold_a_closing_gripper_at_the_cube_between_its_pads(clips):
         np.testing.assert_allclose(free.numpy(), -1.0, atol=1e-3)  # 1.0 - 2.0: the nets' own close
 
 
-def test_rests_keep_a_cube_no_gripper_holds_touching_the_table(clips):
-    """`head.rests`, imagined steps: a cube on the table (table top z = 0, 4 cm cube: its centre touches the
-    table up to 2 cm * sqrt 3 = 3.46 cm high, on a corner) that no gripper has between its pads ends the
-    frame no higher than that, whatever is predicted; between the left pads it rises as predicted (a grasp),
-    and neither a cube in mid-air nor one off the table's edge is touched."""
-    with pytest.raises(ValueError, match="head.rests=True needs head.pads=True"):
-        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, rests=True))
-    model = _model(clips, head=dict(still_mode=True, contact=True, pads=True, rests=True))
-    head, cfg = model.state_head, model.config
-    fk, L = head.fk, cfg.head.latent_dim
-    assert abs(fk.table_top) < 1e-6 and abs(fk.object_reach - 0.02 * math.sqrt(3.0)) < 1e-9
-    grasp, _ = _contact_probe(model, None)
-    at_pads = np.array([0.03, 0.0, 0.0])  # the cube's centre between the left fingers
-    low = None  # the left arm lowered on its shoulder until a cube between its pads rests on the table
-    for shoulder in np.linspace(-0.96, 1.2, 217):
-        state = torch.tensor(HOME)
-        state[1], state[6] = float(shoulder), 1.0
-        point, rot = grasp(state)
-        if low is None or abs((point + rot @ at_pads)[2] - 0.02) < abs(low[1][2] - 0.02):
-            low = (state, point + rot @ at_pads)
-    state, between = low
-    assert abs(between[2] - 0.02) < 0.003  # found
-    z = torch.zeros(1, L)
-
-    def end_z(start, end):
-        latent = torch.cat(
-            [z, model.norm("state", state)[None], model.norm("env", torch.tensor(start))[None]], -1
-        )
-        pose = model.norm("env", torch.tensor(end))[None, None].expand(1, cfg.head.ensemble, -1)
-        with torch.no_grad():
-            out = head._rests(latent[:, None].expand(-1, cfg.head.ensemble, -1), pose)
-        return model.unnorm("env", out)[0, :, 2].numpy()
-
-    quat = [1.0, 0.0, 0.0, 0.0]
-    away = [0.0, 0.5, 0.02]  # on the table, far from both grippers
-    assert head.between_pads(head._grasp(torch.cat(
-        [z, model.norm("state", state)[None], model.norm("env", torch.tensor([*away, *quat]))[None]], -1
-    ))[3]).max() < 0.01  # fmt: skip
-    np.testing.assert_allclose(end_z([*away, *quat], [0.0, 0.5, 0.10, *quat]), 0.02 * math.sqrt(3), atol=1e-5)
-    np.testing.assert_allclose(end_z([*away, *quat], [0.0, 0.5, 0.03, *quat]), 0.03, atol=1e-5)  # tipping
-    cube = [float(v) for v in between]
-    lifted = [cube[0], cube[1], 0.10]
-    np.testing.assert_allclose(end_z([*cube, *quat], [*lifted, *quat]), 0.10, atol=1e-5)  # a grasp lifts
-    np.testing.assert_allclose(end_z([0.0, 0.5, 0.2, *quat], [0.0, 0.5, 0.3, *quat]), 0.3, atol=1e-5)
-    np.testing.assert_allclose(end_z([0.0, 2.0, 0.02, *quat], [0.0, 2.0, 0.10, *quat]), 0.10, atol=1e-5)
-
-
 def test_with_pads_a_closed_gripper_holds_only_a_cube_between_them(clips):
     """`head.holds` with `head.pads`, imagined steps: a closed left gripper in mid-air holds a cube between
     its pads, and not the same cube 3 cm across its closing axis (beside the fingers, 2.8 cm from its

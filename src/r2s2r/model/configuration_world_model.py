@@ -54,9 +54,6 @@ class StateHeadConfig:
     # With pads, imagined steps: a gripper closing on an object between its pads stops where the pads meet
     # it (its width across the closing axis, from the MJCF's finger travel; no weights).
     stops: bool = False
-    # With pads, imagined steps: an object touching the table that no gripper has between its pads stays
-    # touching it (its centre no higher than its farthest corner reaches): only a grasp lifts it (no weights).
-    rests: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.pose_modes <= 8:
@@ -73,8 +70,6 @@ class StateHeadConfig:
             raise ValueError(f"head.pad_overlap={self.pad_overlap} must be in [0, 0.05) m.")
         if self.stops and not self.pads:
             raise ValueError("head.stops=True needs head.pads=True.")
-        if self.rests and not self.pads:
-            raise ValueError("head.rests=True needs head.pads=True.")
         if self.arm_tracking and not self.arm_targets:
             raise ValueError("head.arm_tracking=True needs head.arm_targets=True.")
 

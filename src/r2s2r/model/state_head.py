@@ -511,26 +511,7 @@ class StateDynamicsHead(nn.Module):
             pose = self._on_table(latent, pose)
             if self.cfg.head.falls:
                 pose = self._falls(latent, pose)
-            if self.cfg.head.rests:
-                pose = self._rests(latent, pose)
         return torch.cat([z, state, pose], dim=-1)
-
-    def _rests(self, latent: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
-        """`head.rests`, imagined steps: an object that starts the frame over the table and touching it (its
-        origin no higher above it than its farthest corner, `object_reach`) with no gripper having it between
-        its pads (`between_pads` < 0.5 for each) ends the frame no higher than that. Only a grasp lifts an
-        object off the table; a push at most tips it onto an edge or a corner. Without it, a gripper closing
-        5 cm above the cube imagined the cube rising 2 cm into its pads, then carried it off.
-        `latent` (B,M,·): the frame's start; `pose` (B,M,E) normalized: its predicted end."""
-        fk, std, mean = self.fk, self.pose_std[2], self.pose_mean[2]
-        _, _, position, rel = self._grasp(latent)
-        ceiling = fk.table_top + fk.object_reach
-        over = ((position[..., :2] >= fk.table_lo) & (position[..., :2] <= fk.table_hi)).all(-1)
-        loose = (self.between_pads(rel) < 0.5).all(-1)  # (B,M)
-        rests = over & loose & (position[..., 2] <= ceiling)
-        z = pose[..., 2] * std + mean
-        z = torch.where(rests, z.clamp_max(ceiling), z)
-        return torch.cat([pose[..., :2], ((z - mean) / std)[..., None], pose[..., 3:]], dim=-1)
 
     def _falls(self, latent: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
         """`head.falls`, imagined steps: an object that starts the frame over the table more than LANDING

@@ -204,16 +204,13 @@ class GraspKinematics(nn.Module):
         self._read_surroundings(model, frames, pad_overlap)
 
     def _read_surroundings(self, model, frames: dict, pad_overlap: float) -> None:
-        """The table the objects rest on: its top, x-y extent, the lowest an object's origin can sit above it
-        (the smallest half-extent of any free object: a cube face down) and the highest while touching it
-        (the farthest corner of any: a cube on a corner); the box between the pads."""
+        """The table the objects rest on: its top, x-y extent, and the lowest an object's origin can sit above
+        it (the smallest half-extent of any free object: a cube face down); the box between the pads."""
         top, lo, hi, objects = table_geometry(model)
         self.table_top = top
         self.register_buffer("table_lo", torch.tensor(lo).float(), persistent=False)
         self.register_buffer("table_hi", torch.tensor(hi).float(), persistent=False)
         self.object_rest = min((np.abs(c).max(0).min() for c in objects), default=0.0)
-        # The highest an object's origin can be while it touches the table (balanced on its farthest corner).
-        self.object_reach = max((np.linalg.norm(c, axis=-1).max() for c in objects), default=0.0)
         # Where an object's centre sits between a gripper's pads (head.pads), from the first one's fingers.
         centre, half, self.face_offset = pad_box(
             model, frames["bodies"][0], frames["point"], self.object_rest, pad_overlap

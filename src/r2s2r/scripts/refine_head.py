@@ -37,9 +37,9 @@ where the table or the object stopped an arm. A real arm lags a moving target; a
 closes where the real one would, not a centimetre nearer the object. The fit takes seconds and is saved
 with the head; its errors (radians, target alone vs tracked) go into refine.json.
 
---head.steps=0 trains nothing: it switches the rules (--arm_targets, --arm_tracking, --holds, --falls,
---stops, --rests, --pad_overlap) on a refined head, fits the tracking model, and writes the world model.
-Other flags must then match the checkpoint's head (they would rebuild it, untrained); that is refused.
+--head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
+--stops, --pad_overlap) on a refined head, fits the tracking model, and writes the world model. Other flags
+must then match the checkpoint's head (they would rebuild it, untrained); that is refused.
 
 --still_mode adds a pose mode "the cube stays exactly where it is", with its odds; training picks it
 wherever the cube did not move.
@@ -73,11 +73,6 @@ reference world spawns the cube 3 cm up; without it the imagined cube could hove
 gripper closing on the cube between its pads where the pads meet it: the cube's half-width across the
 closing axis turned into the gripper's opening by the fingers' travel (0.61 for the 4 cm cube held
 square, what the reference world reads), whatever the grasp net predicts.
-
---rests (with --pads; head.rests; imagined steps only, no weights, switchable in config.json) keeps an
-object that touches the table and is between no gripper's pads touching it: its centre ends a frame no
-higher than its farthest corner reaches (3.5 cm for the 4 cm cube). Only a grasp lifts an object; a push
-at most tips it. A gripper closing above the cube can then not draw it up into its pads.
 
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds; each imagined episode of WorldModelEnv follows one, drawn once by the odds.

@@ -93,7 +93,6 @@ class RefineConfig:
     pad_overlap: float = 0.005  # m of the pads' faces an object must overlap (head.pad_overlap)
     falls: bool = False  # imagined objects that nothing can hold land on the table (head.falls)
     stops: bool = False  # with pads: an imagined closing gripper stops on the object between them
-    rests: bool = False  # with pads: an imagined object no gripper has between its pads stays on the table
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
@@ -129,7 +128,7 @@ UPGRADES = {
 
 # Head fields that add no trained weights (rules of imagined steps, a fitted tracking model): switching only
 # these keeps a refined head's weights.
-RULES = ("arm_targets", "arm_tracking", "holds", "falls", "stops", "rests", "pad_overlap")
+RULES = ("arm_targets", "arm_tracking", "holds", "falls", "stops", "pad_overlap")
 
 
 def rebuilds_head(model: WorldModel, **head: object) -> bool:
@@ -176,7 +175,6 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "arm_tracking": cfg.arm_tracking, "still_mode": cfg.still_mode,
             "holds": cfg.holds, "reads_cameras": cfg.cameras, "contact": cfg.contact,
             "pads": cfg.pads, "pad_overlap": cfg.pad_overlap, "falls": cfg.falls, "stops": cfg.stops,
-            "rests": cfg.rests,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
