@@ -774,32 +774,6 @@ def test_stops_hold_a_closing_gripper_at_the_cube_between_its_pads(clips):
         np.testing.assert_allclose(free.numpy(), -1.0, atol=1e-3)  # 1.0 - 2.0: the nets' own close
 
 
-def test_with_pads_a_closed_gripper_holds_only_a_cube_between_them(clips):
-    """`head.holds` with `head.pads`, imagined steps: a closed left gripper in mid-air holds a cube between
-    its pads, and not the same cube 3 cm across its closing axis (beside the fingers, 2.8 cm from its
-    grasp point: within the holds' reach of 8 cm), which without pads it would hold."""
-    held = {}
-    for pads in (False, True):
-        model = _model(clips, head=dict(still_mode=True, contact=True, pads=pads, holds=True))
-        head, cfg = model.state_head, model.config
-        grasp, _ = _contact_probe(model, None)
-        state = torch.tensor(HOME)  # the left gripper closed on 0.6, the arm raised: its pads in mid-air
-        point, rot = grasp(state)
-        assert point[2] > 0.1
-        for name, offset in (("between", [0.03, 0.0, 0.0]), ("beside", [0.03, 0.03, 0.0])):
-            cube = torch.tensor([*(point + rot @ np.array(offset)), 1.0, 0.0, 0.0, 0.0], dtype=torch.float32)
-            latent = torch.cat([torch.zeros(1, cfg.head.latent_dim), model.norm("state", state)[None]], -1)
-            latent = torch.cat([latent, model.norm("env", cube)[None]], -1)[:, None]
-            latent = latent.expand(-1, cfg.head.ensemble, -1)
-            end = model.norm("state", state)[None, None].expand(1, cfg.head.ensemble, -1)
-            with torch.no_grad():
-                able, holder = head._holder(latent, end)
-            held[pads, name] = bool(able[0]) and int(holder[0]) == 0
-    assert held == {
-        (False, "between"): True, (False, "beside"): True, (True, "between"): True, (True, "beside"): False,
-    }  # fmt: skip
-
-
 def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):
     """The still pose mode returns the object pose unchanged whatever the dynamics predict, and training
     teaches its odds exactly where the object did not move; a pushed object teaches the free mode's. Modes:

@@ -540,8 +540,7 @@ class StateDynamicsHead(nn.Module):
 
     def _holder(self, latent: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Whether a gripper holds the object through this frame (B,) bool, and which (B,) (the nearest such):
-        `_holds` on the members' means, the gripper starts the frame closed (below HOLD_CLOSED) and, with
-        `head.pads`, the object is between its pads.
+        `_holds` on the members' means, and the gripper starts the frame closed (below HOLD_CLOSED).
         `latent` (B,M,·): the frame's start; `state` (B,M,S): its predicted end."""
         L, S = self.cfg.head.latent_dim, self.cfg.state_dim
         _, _, position, rel = self._grasp(latent)
@@ -550,8 +549,6 @@ class StateDynamicsHead(nn.Module):
         reach = rel.norm(dim=-1).mean(1)  # (B,G)
         able = self._holds(position[..., 2].mean(1)[:, None], reach, (end - start).mean(1))
         able &= start.mean(1) < self.HOLD_CLOSED
-        if self.cfg.head.pads:  # and only what is between its pads (a cube beside the fingers is not held)
-            able &= self.between_pads(rel).mean(1) >= 0.5
         return able.any(-1), reach.masked_fill(~able, float("inf")).argmin(-1)
 
     def _rigid_holds(self, moved: torch.Tensor) -> torch.Tensor:
