@@ -166,3 +166,20 @@ def test_eval_cli_prints_rates_and_explains_itself(recorded, checkpoint, tmp_pat
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "--samples_per_start" in capsys.readouterr().out
+
+
+def test_the_state_heads_verdict_is_kept_beside_the_judges(recorded, checkpoint, tmp_path):
+    """Without frames the head's verdict is the outcome; with frames it is kept beside the judge's. A head
+    made to say success from the first frame (its success bias at +30): every fast-path episode succeeds,
+    and on the video path the rows keep that verdict while the untrained judge's outcome differs."""
+    model = WorldModel.from_pretrained(checkpoint)
+    with torch.no_grad():
+        model.state_head.success_out.bias.fill_(30.0)
+    sure = str(model.save_pretrained(tmp_path / "sure"))
+    fast, video = tmp_path / "fast", tmp_path / "video"
+    evaluate_imagined(_cfg(recorded, sure, fast, render=False))
+    evaluate_imagined(_cfg(recorded, sure, video))
+    fast_rows, video_rows = (read_results(d / "episodes.jsonl") for d in (fast, video))
+    assert all(r["success"] and r["head_success"] for r in fast_rows)
+    assert all(r["head_success"] for r in video_rows) and len(video_rows) == 6
+    assert not all(r["success"] for r in video_rows)  # the judge read the frames otherwise

@@ -5,7 +5,9 @@ Imagined episodes start from real first observations, the episode starts of one 
 only in sampling noise. The policy acts every control step on what `WorldModelEnv` returns, exactly as it
 would on the robot; an episode succeeds when the judge (or, with `render=False`, the state head) first says
 so, and its success step, the judge's confidence, the world model's uncertainty and the physics
-checker's flags (per violation type, frames flagged; first flagged step) are kept.
+checker's flags (per violation type, frames flagged; first flagged step) are kept. Where frames are
+imagined, whether the state head ever said success (`head_success`) is kept beside the judge's outcome:
+the dynamics' verdict, and where the two disagree.
 
 Episodes are grouped into fixed batches (one dataset each, in a fixed order), and batch `i` draws its noise
 from `(seed, i)`, so the results are a pure function of the config, however often the run is stopped.
@@ -169,7 +171,7 @@ def run_batch(
     obs = env.reset(initial, seed=seed)
     policy.reset()
     frames = [obs]
-    success_step, physics_step = np.full(B, -1), np.full(B, -1)
+    success_step, physics_step, head_step = np.full(B, -1), np.full(B, -1), np.full(B, -1)
     confidence, unc_sum, unc_max, n_frames = np.zeros(B), np.zeros(B), np.zeros(B), 0
     for t in range(steps):
         try:
@@ -190,11 +192,13 @@ def run_batch(
         confidence, unc_sum, unc_max = np.maximum(confidence, prob), unc_sum + unc, np.maximum(unc_max, unc)
         newly = info["success"].cpu().numpy() & (success_step < 0)
         success_step[newly] = t + 1
+        head_step[info["head_success"].cpu().numpy() & (head_step < 0)] = t + 1
         flagged = info["violations"].cpu().numpy().any(1) & (physics_step < 0)
         physics_step[flagged] = t + 1
     outcome = {
         "success": success_step >= 0,
         "success_step": success_step,
+        "head_success": head_step >= 0,
         "success_prob_max": confidence,
         "uncertainty_mean": unc_sum / max(n_frames, 1),
         "uncertainty_max": unc_max,
@@ -247,6 +251,9 @@ def _row(
         "steps": steps,
         "success": bool(outcome["success"][b]),
         "success_step": int(outcome["success_step"][b]),
+        "head_success": bool(
+            outcome["head_success"][b]
+        ),  # the state head's verdict (the same without frames)
         "success_prob_max": round(float(outcome["success_prob_max"][b]), 6),
         "uncertainty_mean": round(float(outcome["uncertainty_mean"][b]), 5),
         "uncertainty_max": round(float(outcome["uncertainty_max"][b]), 5),

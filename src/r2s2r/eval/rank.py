@@ -240,6 +240,10 @@ def _policy_result(
         "object_poses": object_poses and has_poses(entry.logs),  # the imagined starts read the logged poses
         "real": success_rates(starts, "real_success"),
         "imagined": summarize(rows),
+        # the state head's verdict on the same imagined episodes (rows written before it was kept: None)
+        "imagined_head": success_rates(rows, "head_success")
+        if all("head_success" in r for r in rows)
+        else None,
         "episodes": episodes,
         "videos": [
             {"episode": ep, "label": label, "path": str(folder / "videos" / f"episode_{ep:06d}.mp4")}
