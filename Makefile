@@ -23,7 +23,10 @@ setup: $(STAMP)
 # assets/ (trained by benchmarks/train_small.py), evaluate each policy closed-loop in it from its logs'
 # episode starts, rank the policies against the logs, and write the HTML report; then rank them again on the
 # state path of assets/world_model_blind (a state head that reads no cameras, made by
-# benchmarks/state_only.sh), which ranks them right, in seconds. Re-running resumes.
+# benchmarks/state_only.sh), which ranks them right, in seconds. Last, two camera-only policies (the
+# held-out `camera` controller of benchmarks/families/, nominal and with its top camera believed 3.5 cm
+# off), which never read the cube's pose, are recorded and ranked on the video path: the path real ALOHA
+# policies need. Re-running resumes.
 DEMO := outputs/demo
 WORLD_MODEL ?= assets/world_model_small
 STATE_MODEL ?= assets/world_model_blind
@@ -39,8 +42,16 @@ demo: setup
 		--sampling_steps=1 --batch_size=8 --output_dir=$(DEMO)/rank
 	$(BIN)/r2s2r-rank --checkpoint=$(STATE_MODEL) --logs_dir=$(DEMO)/logs --samples_per_start=8 \
 		--render=false --batch_size=32 --output_dir=$(DEMO)/rank_state
+	for kw in "nominal {}" "camera_shifted {calib_dx: 0.035}"; do set -- $$kw; \
+		PYTHONPATH=benchmarks $(BIN)/r2s2r-record --root=$(DEMO)/camera_logs/$$1 --num_episodes=4 \
+			--distribution=mixed --seed=1 --workers=2 --world.num_envs=2 \
+			--policy.path=families.camera:make_policy --policy.kwargs="$${kw#* }" || exit 1; \
+	done
+	PYTHONPATH=benchmarks $(BIN)/r2s2r-rank --checkpoint=$(WORLD_MODEL) --logs_dir=$(DEMO)/camera_logs \
+		--samples_per_start=2 --sampling_steps=1 --batch_size=8 --output_dir=$(DEMO)/rank_camera
 	@echo "report (video path, $(WORLD_MODEL)): $(DEMO)/rank/report.html"
 	@echo "report (state path, $(STATE_MODEL), the one that ranks): $(DEMO)/rank_state/report.html"
+	@echo "report (camera-only policies, video path, $(WORLD_MODEL)): $(DEMO)/rank_camera/report.html"
 
 test: setup
 	$(BIN)/pytest -q -m "not slow and not gpu"

@@ -66,6 +66,7 @@ from rank import DEMONSTRATOR, SCRIPTED  # noqa: E402
 from r2s2r.data.recorder import RecordConfig, evaluate, record  # noqa: E402
 from r2s2r.eval.generalization import family_metrics, held_out_violations, uncertainty_vs_error  # noqa: E402
 from r2s2r.eval.rank import RankConfig, rank, success_rates  # noqa: E402
+from r2s2r.model.configuration_world_model import WorldModelConfig  # noqa: E402
 from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
 from r2s2r.policies.policy import PolicyConfig  # noqa: E402
 from r2s2r.robots.aloha import ALOHA_CAMERAS, WorldConfig  # noqa: E402
@@ -288,6 +289,31 @@ def metric_rows(result: dict) -> list[list]:
     return rows
 
 
+def policy_rows(ranked: list[dict]) -> list[dict]:
+    """Per policy: real and imagined rates, and the state head's verdict where it was kept."""
+    keys = ("name", "family", "real", "imagined", "imagined_head")
+    return [{k: p[k] for k in keys if k in p} for p in ranked]
+
+
+def head_verdict(ranked: list[dict], floor: dict | None, label: str) -> dict | None:
+    """On the video path the judge reads success from the imagined frames; the same statistics with the
+    state head's verdict on the same episodes instead (the dynamics'), printed. None where a policy's rows
+    predate that record."""
+    if not ranked or not all(p.get("imagined_head") for p in ranked):
+        return None
+    result = family_metrics([{**p, "imagined": p["imagined_head"]} for p in ranked], floor)
+    rows = [
+        [p["name"], *(f"{100 * p['real'][s]['rate']:.0f} / {100 * p['imagined'][s]['rate']:.0f} / "
+                      f"{100 * p['imagined_head'][s]['rate']:.0f}" for s in ("all", "id", "ood"))]
+        for p in ranked
+    ]  # fmt: skip
+    print_table(f"{label}: real / judge / state head success (%)", ["policy", "all", "ID", "OOD"], rows)
+    print_table(
+        f"{label}: ranking by the state head's verdict", ["group", "split", *GETTERS], metric_rows(result)
+    )
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -367,11 +393,16 @@ def main() -> None:
             f"{100 * b['spread_m']:.1f} cm -> {100 * b['error_m']:.1f} cm" for b in calibration["bins"]
         ) + f"; Spearman {calibration['spearman']:.2f}")  # fmt: skip
         without_poses = None
-        if video:  # item 4 of issue #38: the same logs as hardware without object poses would give them
+        if video and not WorldModelConfig.load(model_dir).head.reads_cameras:
+            without_poses = {
+                "skipped": "its state head reads no cameras: it cannot start without object poses"
+            }
+        elif video:  # item 4 of issue #38: the same logs as hardware without object poses would give them
             ranked_np, failed_np = ranked_families(zoo, out, model_dir, args, object_poses=False)
-            without_poses = {**family_metrics(ranked_np, floor), "failed": failed_np, "policies": [
-                {k: p[k] for k in ("name", "family", "real", "imagined")} for p in ranked_np
-            ]}  # fmt: skip
+            without_poses = {
+                **family_metrics(ranked_np, floor), "failed": failed_np, "policies": policy_rows(ranked_np),
+                "success_from_head": head_verdict(ranked_np, floor, f"{label}, object poses ignored"),
+            }  # fmt: skip
             print_table(
                 f"{label}: the same logs, their object poses ignored (starts from cameras and proprio)",
                 ["group", "split", *GETTERS], metric_rows(without_poses),
@@ -381,7 +412,8 @@ def main() -> None:
             "path": "video" if video else "state", "without_object_poses": without_poses,
             "imagined_episodes": episodes, "failed": failed, **result,
             "uncertainty_vs_error": calibration, "open_loop": open_loop,
-            "policies": [{k: p[k] for k in ("name", "family", "real", "imagined")} for p in ranked],
+            "success_from_head": head_verdict(ranked, floor, label) if video else None,
+            "policies": policy_rows(ranked),
         }  # fmt: skip
     write_json(Path(args.out), {
         "machine": machine_info(), "settings": vars(args), "real_runs_s": real_s, "zoo": zoo,
