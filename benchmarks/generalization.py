@@ -27,7 +27,8 @@ Stages (each resumes):
      (`--no_floor` skips it);
   3. for each `--world_models` entry: `held_out_violations` against its provenance.json (refused unless
      `--allow_seen`), then `r2s2r-rank` on the state-head path (`camera`: the video path, with and without
-     the logged object poses), `--samples` imagined episodes per start;
+     the logged object poses, each ranked by the judge's verdict and by the state head's on the same
+     imagined episodes), `--samples` imagined episodes per start;
   4. per family and pooled, ID and OOD: Spearman, Pearson, Kendall, MMRV, pairwise accuracy, calibration
      slope and MAE, each beside the real-vs-real floor;
   5. the logs' actions replayed by the state head (open loop): per family, object error and outcome
