@@ -17,6 +17,9 @@ or, for logs recorded by r2s2r-record, from the recording itself. Each policy ru
 own logs' episode starts. Prints, per checkpoint, real vs imagined success (all / ID / OOD), then Pearson,
 Spearman and Kendall with bootstrap intervals, MMRV (SIMPLER's convention), pairwise ordering accuracy and
 calibration; writes <output_dir>/rank.json and report.html. A policy that fails is reported and skipped.
+On the video path (the default, `--render=true`) success is the judge's reading of the imagined frames; the
+`head` column is the state head's verdict on the same episodes, the dynamics' answer. Where the two differ
+much, trust neither before looking at the videos.
 
 Object poses: where the logs recorded the cube's pose (`observation.environment_state`), the imagined
 episodes start from it as well as from the cameras and proprio. `--object_poses=false` ignores it, as on
@@ -39,12 +42,19 @@ def _rate(entry: dict | None) -> str:
 
 
 def format_rank(payload: dict) -> str:
-    lines = [f"{'policy':24s} {'family':10s} {'real':>6s} {'imag':>6s}  {'ID r/i':>13s}  {'OOD r/i':>13s}"]
+    """The printed table: per policy real / imagined success (all, ID, OOD) and, where frames were imagined,
+    the state head's verdict (`head`); then the statistics per split, the object-pose note, the failures."""
+    video = payload["settings"]["render"]
+    lines = [
+        f"{'policy':24s} {'family':10s} {'real':>6s} {'imag':>6s}" + (f" {'head':>6s}" if video else "")
+        + f"  {'ID r/i':>13s}  {'OOD r/i':>13s}"
+    ]  # fmt: skip
     for p in sorted(payload["policies"], key=lambda p: -p["real"]["all"]["rate"]):
-        r, i = p["real"], p["imagined"]
+        r, i, h = p["real"], p["imagined"], p.get("imagined_head") or {}
         lines.append(
-            f"{p['name'][:24]:24s} {p['family'][:10]:10s} {_rate(r['all'])} {_rate(i['all'])}  "
-            f"{_rate(r.get('id'))}/{_rate(i.get('id'))}  {_rate(r.get('ood'))}/{_rate(i.get('ood'))}"
+            f"{p['name'][:24]:24s} {p['family'][:10]:10s} {_rate(r['all'])} {_rate(i['all'])}"
+            + (f" {_rate(h.get('all'))}" if video else "")
+            + f"  {_rate(r.get('id'))}/{_rate(i.get('id'))}  {_rate(r.get('ood'))}/{_rate(i.get('ood'))}"
         )
     for split, m in payload["metrics"].items():
         v = lambda d: "n/a" if d["value"] is None else f"{d['value']:.2f}"  # noqa: E731
