@@ -251,9 +251,8 @@ def _row(
         "steps": steps,
         "success": bool(outcome["success"][b]),
         "success_step": int(outcome["success_step"][b]),
-        "head_success": bool(
-            outcome["head_success"][b]
-        ),  # the state head's verdict (the same without frames)
+        # the state head's verdict (without frames, the same as success)
+        "head_success": bool(outcome["head_success"][b]),
         "success_prob_max": round(float(outcome["success_prob_max"][b]), 6),
         "uncertainty_mean": round(float(outcome["uncertainty_mean"][b]), 5),
         "uncertainty_max": round(float(outcome["uncertainty_max"][b]), 5),

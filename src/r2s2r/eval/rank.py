@@ -213,6 +213,12 @@ def poses_note(object_poses: bool, without: list[str]) -> str:
     )
 
 
+def _head_rates(rows: list[dict]) -> dict | None:
+    """The state head's verdict on the same imagined episodes, per split; None for rows written before it
+    was kept."""
+    return success_rates(rows, "head_success") if all("head_success" in r for r in rows) else None
+
+
 def _policy_result(
     entry: Entry, rows: list[dict], videos: list[tuple[int, str]], out: Path, object_poses: bool
 ) -> dict:
@@ -240,10 +246,7 @@ def _policy_result(
         "object_poses": object_poses and has_poses(entry.logs),  # the imagined starts read the logged poses
         "real": success_rates(starts, "real_success"),
         "imagined": summarize(rows),
-        # the state head's verdict on the same imagined episodes (rows written before it was kept: None)
-        "imagined_head": success_rates(rows, "head_success")
-        if all("head_success" in r for r in rows)
-        else None,
+        "imagined_head": _head_rates(rows),
         "episodes": episodes,
         "videos": [
             {"episode": ep, "label": label, "path": str(folder / "videos" / f"episode_{ep:06d}.mp4")}

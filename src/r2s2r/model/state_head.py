@@ -427,9 +427,7 @@ class StateDynamicsHead(nn.Module):
         if not self.carried:
             return z, None, None, None
         state = latent[..., L : L + S] + change[..., L : L + S]
-        if (
-            self.arm_targets
-        ):  # the arms end the frame at (or, tracked, near) their last target; grippers learnt
+        if self.arm_targets:  # the arms end the frame at (or, tracked, near) their last target
             arms = self._arm_end(chunk).expand(*state.shape[:-1], -1)
             state = state.index_copy(-1, self.arm_index, arms)
         contact = self._contact_step(latent, chunk, imagined) if self.contact else None
