@@ -3,9 +3,9 @@
 Imagined episodes start from real first observations, the episode starts of one or more LeRobot datasets
 (the hardware logs themselves, or any other recording); each start may seed several episodes that differ
 only in sampling noise. The policy acts every control step on what `WorldModelEnv` returns, exactly as it
-would on the robot; an episode succeeds when the judge (or, with `render=False`, the state head) first says
-so, and its success step, the judge's confidence, the world model's uncertainty and the physics
-checker's flags (per violation type, frames flagged; first flagged step) are kept. Where frames are
+would on the robot; an episode succeeds when the judge (or, with `render=False` or `frames=head`, the state
+head) first says so, and its success step, the judge's confidence, the world model's uncertainty and the
+physics checker's flags (per violation type, frames flagged; first flagged step) are kept. Where frames are
 imagined, whether the state head ever said success (`head_success`) is kept beside the judge's outcome:
 the dynamics' verdict, and where the two disagree.
 
@@ -37,12 +37,15 @@ from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.policies.policy import Policy, PolicyConfig, PolicyError, check_action, load_policy
 from r2s2r.robots.checker import VIOLATIONS
+from r2s2r.robots.spec import robot_spec
+from r2s2r.rollout.head_frames import APPEARANCE_FILE, HeadFrames
 from r2s2r.rollout.world_model_env import WorldModelEnv
 
 log = logging.getLogger(__name__)
 
 
 ROWS_VERSION = 2
+FRAMES = ("video", "head")  # who draws the imagined frames: the video model, or the state head's state
 POSE = "observation.environment_state"  # the object pose, where the logs recorded it
 
 
@@ -64,9 +67,15 @@ class ImaginedEvalConfig:
     seed: int = 0  # sampling noise: batch i uses (seed, i)
     device: str = "cpu"  # torch device of the world model and the policy's observations
     object_poses: bool = True  # start from the starts' object poses; False = ignore them (cameras + proprio)
+    frames: str = "video"  # imagined frames: video (the video model samples them) | head (drawn from the
+    # state head's state, rollout/head_frames.py; success is the head's; needs r2s2r-fit-frames first)
 
     def __post_init__(self) -> None:
         self.starts = (self.starts,) if isinstance(self.starts, str) else tuple(self.starts)
+        if self.frames not in FRAMES:
+            raise ValueError(f"frames={self.frames!r} is not one of {FRAMES}.")
+        if self.frames == "head" and not self.render:
+            raise ValueError("frames=head draws imagined frames; it needs --render=true.")
         self.videos = tuple(int(v) for v in self.videos)
         if not self.starts:
             raise ValueError(
@@ -89,6 +98,11 @@ class ImaginedEvalConfig:
         out["rows"] = ROWS_VERSION  # what a row holds (2: physics flags)
         if not self.object_poses:  # only when off, so that results written before the flag still resume
             out["object_poses"] = False
+        if self.frames != "video":  # likewise; and a refitted appearance draws other frames
+            out["frames"] = self.frames
+            appearance = Path(self.checkpoint) / APPEARANCE_FILE
+            if appearance.is_file():
+                out["appearance"] = hashlib.sha256(appearance.read_bytes()).hexdigest()[:16]
         return json.loads(json.dumps(out))
 
 
@@ -172,6 +186,7 @@ def run_batch(
     policy.reset()
     frames = [obs]
     success_step, physics_step, head_step = np.full(B, -1), np.full(B, -1), np.full(B, -1)
+    judge_step = np.full(B, -1)  # with head-drawn frames: when the judge, reading them, first said success
     confidence, unc_sum, unc_max, n_frames = np.zeros(B), np.zeros(B), np.zeros(B), 0
     for t in range(steps):
         try:
@@ -193,12 +208,15 @@ def run_batch(
         newly = info["success"].cpu().numpy() & (success_step < 0)
         success_step[newly] = t + 1
         head_step[info["head_success"].cpu().numpy() & (head_step < 0)] = t + 1
+        if "judge_success" in info:
+            judge_step[info["judge_success"].cpu().numpy() & (judge_step < 0)] = t + 1
         flagged = info["violations"].cpu().numpy().any(1) & (physics_step < 0)
         physics_step[flagged] = t + 1
     outcome = {
         "success": success_step >= 0,
         "success_step": success_step,
         "head_success": head_step >= 0,
+        "judge_success": judge_step >= 0 if env.head_frames is not None else None,
         "success_prob_max": confidence,
         "uncertainty_mean": unc_sum / max(n_frames, 1),
         "uncertainty_max": unc_max,
@@ -253,6 +271,7 @@ def _row(
         "success_step": int(outcome["success_step"][b]),
         # the state head's verdict (without frames, the same as success)
         "head_success": bool(outcome["head_success"][b]),
+        **({} if outcome["judge_success"] is None else {"judge_success": bool(outcome["judge_success"][b])}),
         "success_prob_max": round(float(outcome["success_prob_max"][b]), 6),
         "uncertainty_mean": round(float(outcome["uncertainty_mean"][b]), 5),
         "uncertainty_max": round(float(outcome["uncertainty_max"][b]), 5),
@@ -288,6 +307,9 @@ def evaluate_imagined(
     policy = policy or load_policy(cfg.policy)
     name = _policy_name(cfg.policy, policy)
     mc = model.config
+    head_frames = (
+        HeadFrames.from_pretrained(cfg.checkpoint, robot_spec(mc.robot)) if cfg.frames == "head" else None
+    )
     datasets = []
     for root in cfg.starts:
         images = cfg.render or mc.head.reads_cameras  # a camera-free head's fast path reads no video
@@ -313,8 +335,9 @@ def evaluate_imagined(
         steps = cfg.max_steps or max(ds.episode_length(ep) for ep in episodes)
         if env is None or env.num_envs != len(episodes):
             env = WorldModelEnv(
-                model, len(episodes), cfg.device, cfg.sampling_steps or None, cfg.seed, render=cfg.render
-            )
+                model, len(episodes), cfg.device, cfg.sampling_steps or None, cfg.seed, render=cfg.render,
+                head_frames=head_frames,
+            )  # fmt: skip
         initial, firsts = _initial(ds, episodes, cfg.device, cfg.object_poses)
         tags = [f"{ep}.{s}" for ep, s in batch.units]
         outcome, frames = run_batch(

@@ -32,6 +32,7 @@ from r2s2r.data.commit import PARTIAL_SUFFIX, check_committed, episode_labels, r
 from r2s2r.data.reader import load_frames_table
 from r2s2r.eval.fanout import evaluate_many
 from r2s2r.eval.imagined import (
+    FRAMES,
     POSE,
     SPLITS,
     ImaginedEvalConfig,
@@ -70,8 +71,14 @@ class RankConfig:
     seed: int = 0  # sampling noise
     device: str = "cpu"  # torch device of the world model
     object_poses: bool = True  # start from the logged object poses; False = ignore them (cameras + proprio)
+    frames: str = "video"  # video (sampled by the video model) | head (drawn from the state head's state;
+    # success is the head's; fit them first with r2s2r-fit-frames)
 
     def __post_init__(self) -> None:
+        if self.frames not in FRAMES:
+            raise ValueError(f"frames={self.frames!r} is not one of {FRAMES}.")
+        if self.frames == "head" and not self.render:
+            raise ValueError("frames=head draws imagined frames; it needs --render=true.")
         if self.videos and not self.render:
             self.videos = 0  # the fast path imagines no frames to show
         if self.workers < 0 or self.samples_per_start < 1:
@@ -305,6 +312,7 @@ def _eval_config(cfg: RankConfig, entry: Entry, videos: tuple[int, ...]) -> Imag
         seed=cfg.seed,
         device=cfg.device,
         object_poses=cfg.object_poses,
+        frames=cfg.frames,
     )
 
 
@@ -334,7 +342,9 @@ def rank(cfg: RankConfig) -> dict:
     payload = {
         "checkpoint": cfg.checkpoint,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "settings": {k: getattr(cfg, k) for k in ("samples_per_start", "render", "seed", "object_poses")},
+        "settings": {
+            k: getattr(cfg, k) for k in ("samples_per_start", "render", "seed", "object_poses", "frames")
+        },
         "object_poses": poses_note(cfg.object_poses, [p["name"] for p in policies if not p["object_poses"]]),
         "policies": policies,
         "failed": [{"name": e.name, "error": e.error} for e in entries if e.error],

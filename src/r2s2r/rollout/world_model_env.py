@@ -16,7 +16,11 @@ starts from it as well as from the cameras (`head.reads_objects`); without it, f
 and the first observation's object pose is then the head's reading of the cameras.
 
 A video model that sketches objects (`object_sketch`) draws each imagined frame's cube where the state
-head puts it: the head leads, the video follows.
+head puts it: the head leads, the video follows. With `head_frames` (`rollout/head_frames.py`,
+`frames=head` in r2s2r-eval and r2s2r-rank) no frame is sampled at all: every view is drawn, at the
+resolution of the reset observations, from the head's imagined state (the robot's MJCF posed there,
+coloured as the logs look), success is the head's, and the judge reading those frames cross-checks it:
+where the two disagree, `uncertainty` rises by 1 and `info["judge_success"]` keeps the judge's verdict.
 
 Each imagined step returns the judge's staged reward and success read from the imagined frames, the
 state-dynamics head's proprio, object state, reward and success, and an uncertainty (ensemble
@@ -42,6 +46,7 @@ import torch.nn.functional as F
 from r2s2r.model.modeling_world_model import WorldModel
 from r2s2r.robots.checker import VIOLATIONS, PhysicsChecker
 from r2s2r.robots.spec import robot_spec
+from r2s2r.rollout.head_frames import HeadFrames
 from r2s2r.rollout.sampler import FrameSampler
 
 
@@ -55,6 +60,7 @@ class WorldModelEnv:
         seed: int = 0,
         render: bool = True,
         check_physics: bool = True,
+        head_frames: HeadFrames | None = None,
     ):
         self.model = model.to(device).eval()
         self.cfg = model.config
@@ -64,6 +70,10 @@ class WorldModelEnv:
         self.generator = torch.Generator(self.device).manual_seed(seed)
         self.seed = seed
         self.render = render  # False: state head only, no frames sampled (see the module docstring)
+        if head_frames is not None and not render:
+            raise ValueError("head_frames draws imagined frames; it needs render=True.")
+        self.head_frames = head_frames  # frames drawn from the head's state instead of sampled
+        self.images: torch.Tensor | None = None  # (B,V,3,H,W) in [0,1]: the newest head-drawn frame
         self.output_size: tuple[int, int] | None = None
         self._pending: list[torch.Tensor] = []  # actions of the chunk being collected, each (B,A)
         spec = robot_spec(self.cfg.robot)
@@ -87,6 +97,8 @@ class WorldModelEnv:
             obs["observation.environment_state"] = self.env_state
         if not self.render:
             return obs
+        if self.head_frames is not None:
+            return {**{key: self.images[:, v] for v, key in enumerate(self.cfg.camera_keys)}, **obs}
         frame = self.context[:, -1]  # (B,V,3,h,w) the newest frame
         B, V = frame.shape[:2]
         images = F.interpolate(
@@ -133,6 +145,15 @@ class WorldModelEnv:
         if self.cfg.env_state_dim and not observed:  # the policy and the checker see the head's start pose
             self.env_state = self.model.unnorm("env", decoded["env_state"].mean(1))
         self.pose = self.env_state if self.cfg.sketched_objects else None  # raw poses of the newest frame
+        if self.head_frames is not None:  # the logged first frame itself, at the logs' resolution
+            self.images = torch.stack(
+                [initial[k].to(self.device, torch.float32) for k in self.cfg.camera_keys], 1
+            )
+            if tuple(self.images.shape[-2:]) != self.head_frames.size:
+                raise ValueError(
+                    f"the reset images are {tuple(self.images.shape[-2:])}; the head's frames were fitted at "
+                    f"{self.head_frames.size}: fit them on logs of this size (r2s2r-fit-frames)."
+                )
         self._pending = []
         self.t = 0
         self._history: list[tuple[np.ndarray, np.ndarray, dict]] = []  # per frame: state, env, geometry
@@ -196,7 +217,11 @@ class WorldModelEnv:
         if self.cfg.sketched_objects:  # where the object is and where the head puts it in the new frame
             poses = torch.stack([self.pose, self.env_state], dim=1)
             self.pose = self.env_state
-        if self.render:
+        if self.head_frames is not None:  # drawn from the head's state; the judge reads them at its size
+            self.images = self.head_frames(self.state, self.env_state if self.cfg.env_state_dim else None)
+            frame = self._model_frames({k: self.images[:, v] for v, k in enumerate(self.cfg.camera_keys)})
+            self.context = torch.cat([self.context[:, 1:], frame[:, None]], dim=1)
+        elif self.render:
             frame = self.sampler.sample(
                 self.context, chunks, self.context_states, generator=self.generator, poses=poses
             )
@@ -250,3 +275,8 @@ class WorldModelEnv:
         else:
             self.reward, self.success_prob = self.head["head_reward"], head_prob
         self.success = self.success_prob > 0.5  # (B,)
+        if self.head_frames is not None:  # the frames show the head's state: success is the head's
+            self.head["judge_success"] = self.success
+            self.uncertainty = self.uncertainty + (self.success != self.head["head_success"]).float()
+            self.reward, self.success_prob = self.head["head_reward"], head_prob
+            self.success = self.head["head_success"]
