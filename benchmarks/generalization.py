@@ -305,21 +305,25 @@ def policy_rows(ranked: list[dict]) -> list[dict]:
     return [{k: p[k] for k in keys if k in p} for p in ranked]
 
 
-def head_verdict(ranked: list[dict], floor: dict | None, label: str) -> dict | None:
+def head_verdict(
+    ranked: list[dict], floor: dict | None, label: str, key: str = "imagined_head"
+) -> dict | None:
     """On the video path the judge reads success from the imagined frames; the same statistics with the
-    state head's verdict on the same episodes instead (the dynamics'), printed. None where a policy's rows
-    predate that record."""
-    if not ranked or not all(p.get("imagined_head") for p in ranked):
+    state head's verdict on the same episodes instead (the dynamics'), printed. With frames drawn from the
+    head's state (`--frames head`) success is the head's, and `key="imagined_judge"` ranks by the judge
+    reading those frames instead (its cross-check). None where a policy's rows do not keep that verdict."""
+    if not ranked or not all(p.get(key) for p in ranked):
         return None
-    result = family_metrics([{**p, "imagined": p["imagined_head"]} for p in ranked], floor)
+    result = family_metrics([{**p, "imagined": p[key]} for p in ranked], floor)
+    names = ("judge", "state head") if key == "imagined_head" else ("state head", "judge")
     rows = [
         [p["name"], *(f"{100 * p['real'][s]['rate']:.0f} / {100 * p['imagined'][s]['rate']:.0f} / "
-                      f"{100 * p['imagined_head'][s]['rate']:.0f}" for s in ("all", "id", "ood"))]
+                      f"{100 * p[key][s]['rate']:.0f}" for s in ("all", "id", "ood"))]
         for p in ranked
     ]  # fmt: skip
-    print_table(f"{label}: real / judge / state head success (%)", ["policy", "all", "ID", "OOD"], rows)
+    print_table(f"{label}: real / {' / '.join(names)} success (%)", ["policy", "all", "ID", "OOD"], rows)
     print_table(
-        f"{label}: ranking by the state head's verdict", ["group", "split", *GETTERS], metric_rows(result)
+        f"{label}: ranking by the {names[1]}'s verdict", ["group", "split", *GETTERS], metric_rows(result)
     )
     return result
 
@@ -380,6 +384,9 @@ def main() -> None:
         if seen and not args.allow_seen:
             raise SystemExit("not held out:\n  " + "\n  ".join(seen) + "\n(--allow_seen ranks them anyway)")
         label = model_label(model_dir, args)
+        # the other verdict on the same episodes: the head's beside the judge's, or the judge's cross-check
+        verdict = "imagined_judge" if args.frames == "head" else "imagined_head"
+        other = "success_from_judge" if args.frames == "head" else "success_from_head"
         tic = time.perf_counter()
         ranked, failed = ranked_families(zoo, out, model_dir, args)
         seconds = time.perf_counter() - tic
@@ -416,7 +423,7 @@ def main() -> None:
             ranked_np, failed_np = ranked_families(zoo, out, model_dir, args, object_poses=False)
             without_poses = {
                 **family_metrics(ranked_np, floor), "failed": failed_np, "policies": policy_rows(ranked_np),
-                "success_from_head": head_verdict(ranked_np, floor, f"{label}, object poses ignored"),
+                other: head_verdict(ranked_np, floor, f"{label}, object poses ignored", verdict),
             }  # fmt: skip
             print_table(
                 f"{label}: the same logs, their object poses ignored (starts from cameras and proprio)",
@@ -427,7 +434,7 @@ def main() -> None:
             "path": "video" if video else "state", "without_object_poses": without_poses,
             "imagined_episodes": episodes, "failed": failed, **result,
             "uncertainty_vs_error": calibration, "open_loop": open_loop,
-            "success_from_head": head_verdict(ranked, floor, label) if video else None,
+            other: head_verdict(ranked, floor, label, verdict) if video else None,
             "policies": policy_rows(ranked),
         }  # fmt: skip
     write_json(Path(args.out), {

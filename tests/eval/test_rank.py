@@ -74,6 +74,7 @@ def test_rank_cli_isolates_failures_and_writes_report(setup, capsys):
         assert p["imagined"]["all"]["successes"] == sum(r["success"] for r in rows)
         assert p["imagined_head"]["all"]["successes"] == sum(r["head_success"] for r in rows)
         assert p["imagined_head"]["id"]["trials"] == 2  # the head's verdict, split like the judge's
+        assert p["imagined_judge"] is None  # only frames drawn from the head's state keep the judge's apart
         assert p["real"]["all"]["trials"] == 2 and p["real"]["id"]["trials"] == 1  # one start per split
         fractions = [e["imagined_success"] for e in p["episodes"]]
         assert fractions == [sum(r["success"] for r in rows if r["episode"] == ep) / 2 for ep in (0, 1)]

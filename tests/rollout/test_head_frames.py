@@ -204,6 +204,11 @@ def test_eval_with_head_frames_keeps_both_verdicts(tiny_dir, recorded, tmp_path)
     header = json.loads(out.read_text().splitlines()[0])["header"]
     assert header["frames"] == "head"  # resuming with video frames would be refused
     assert header["appearance"] == cfg.fingerprint()["appearance"]  # and so would another appearance
+    from r2s2r.eval.rank import _head_rates
+
+    judged = _head_rates(rows, "judge_success")  # what r2s2r-rank reports as imagined_judge
+    assert judged["all"]["successes"] == sum(r["judge_success"] for r in rows)
+    assert judged["all"]["trials"] == 2
     with pytest.raises(ValueError, match="frames"):
         ImaginedEvalConfig(frames="sketch")
     with pytest.raises(ValueError, match="render=true"):

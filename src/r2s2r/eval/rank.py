@@ -220,10 +220,10 @@ def poses_note(object_poses: bool, without: list[str]) -> str:
     )
 
 
-def _head_rates(rows: list[dict]) -> dict | None:
-    """The state head's verdict on the same imagined episodes, per split; None for rows written before it
-    was kept."""
-    return success_rates(rows, "head_success") if all("head_success" in r for r in rows) else None
+def _head_rates(rows: list[dict], key: str = "head_success") -> dict | None:
+    """The state head's verdict on the same imagined episodes (with `key="judge_success"`, the judge's on
+    frames drawn from the head's state), per split; None for rows that do not keep it."""
+    return success_rates(rows, key) if rows and all(key in r for r in rows) else None
 
 
 def _policy_result(
@@ -254,6 +254,7 @@ def _policy_result(
         "real": success_rates(starts, "real_success"),
         "imagined": summarize(rows),
         "imagined_head": _head_rates(rows),
+        "imagined_judge": _head_rates(rows, "judge_success"),  # frames=head: the judge's cross-check
         "episodes": episodes,
         "videos": [
             {"episode": ep, "label": label, "path": str(folder / "videos" / f"episode_{ep:06d}.mp4")}
