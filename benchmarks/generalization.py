@@ -415,12 +415,16 @@ def main() -> None:
             f"{100 * b['spread_m']:.1f} cm -> {100 * b['error_m']:.1f} cm" for b in calibration["bins"]
         ) + f"; Spearman {calibration['spearman']:.2f}")  # fmt: skip
         without_poses = None
-        if video and not model.config.head.reads_cameras:
+        if video and not model.config.head.reads_cameras and args.frames != "head":
             without_poses = {
                 "skipped": "its state head reads no cameras: it cannot start without object poses"
             }
         elif video:  # the same logs as hardware without object poses would give them
             ranked_np, failed_np = ranked_families(zoo, out, model_dir, args, object_poses=False)
+            if not ranked_np:
+                raise SystemExit(
+                    f"{label}: no policy ranked with the object poses ignored: {failed_np[0]['error']}"
+                )
             without_poses = {
                 **family_metrics(ranked_np, floor), "failed": failed_np, "policies": policy_rows(ranked_np),
                 other: head_verdict(ranked_np, floor, f"{label}, object poses ignored", verdict),

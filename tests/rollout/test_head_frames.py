@@ -223,3 +223,35 @@ def test_missing_or_damaged_appearance_is_one_clear_error(tiny_dir, tmp_path):
     (tmp_path / APPEARANCE_FILE).write_bytes((tiny_dir / APPEARANCE_FILE).read_bytes()[:100])
     with pytest.raises(DamagedFileError, match="r2s2r-fit-frames"):
         HeadFrames.from_pretrained(tmp_path, robot_spec("aloha"))
+
+
+def test_object_poses_are_read_from_the_top_camera(top_logs):
+    """Logs without object poses: `locate` finds the cube in the first frame's fixed camera, within 1 cm of
+    where the logs put it once it rests on the table, and within 5 mm on frames drawn at known poses."""
+    geometry = SceneGeometry(robot_spec("aloha"), ("top",), 96, 128)
+    frames, _ = fit_appearance(geometry, top_logs, progress=False)
+    images, states, poses = top_logs[0]
+    resting = poses[:, 2] < CUBE_HALF + 0.005
+    assert resting.sum() >= 3
+    found = frames.locate(torch.from_numpy(images[resting]), torch.from_numpy(states[resting])).numpy()
+    assert found.shape == (resting.sum(), 7)
+    assert (np.linalg.norm(found[:, :2] - poses[resting, :2], axis=1) < 0.01).all()
+    np.testing.assert_allclose(found[:, 2], CUBE_HALF)  # on the table, its orientation not read
+    known = torch.tensor([[0.12, 0.45, CUBE_HALF, 1, 0, 0, 0], [-0.06, 0.58, CUBE_HALF, 1, 0, 0, 0]])
+    arms = torch.from_numpy(states[:2])
+    drawn = frames(arms, known)
+    located = frames.locate(drawn, arms)
+    assert (torch.linalg.norm(located[:, :2] - known[:, :2], dim=1) < 0.005).all()
+    with pytest.raises(ValueError, match="observation.environment_state"):  # an empty table shows no cube
+        frames.locate(frames(arms, torch.tensor([[0, 0, -10.0, 1, 0, 0, 0]] * 2)), arms)
+
+
+def test_a_head_without_cameras_starts_from_poses_read_by_the_frames():
+    from r2s2r.errors import ModelMismatchError
+    from r2s2r.eval.imagined import check_start
+
+    config = WorldModelConfig.tiny(env_state_dim=7)
+    config.head.reads_cameras = False
+    with pytest.raises(ModelMismatchError, match="--frames=head"):
+        check_start(config, "blind", object_poses=False)
+    check_start(config, "blind", object_poses=False, frames="head")  # the poses come from the cameras

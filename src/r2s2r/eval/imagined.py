@@ -68,7 +68,8 @@ class ImaginedEvalConfig:
     device: str = "cpu"  # torch device of the world model and the policy's observations
     object_poses: bool = True  # start from the starts' object poses; False = ignore them (cameras + proprio)
     frames: str = "video"  # imagined frames: video (the video model samples them) | head (drawn from the
-    # state head's state, rollout/head_frames.py; success is the head's; needs r2s2r-fit-frames first)
+    # state head's state, rollout/head_frames.py; success is the head's; needs r2s2r-fit-frames first; a
+    # start without object poses then reads them from its first frame)
 
     def __post_init__(self) -> None:
         self.starts = (self.starts,) if isinstance(self.starts, str) else tuple(self.starts)
@@ -103,6 +104,8 @@ class ImaginedEvalConfig:
             appearance = Path(self.checkpoint) / APPEARANCE_FILE
             if appearance.is_file():
                 out["appearance"] = hashlib.sha256(appearance.read_bytes()).hexdigest()[:16]
+            if not self.object_poses:  # the starts' poses are read from their first frames
+                out["object_poses"] = "located"
         return json.loads(json.dumps(out))
 
 
@@ -226,13 +229,16 @@ def run_batch(
     return outcome, frames
 
 
-def check_start(config: WorldModelConfig, checkpoint: str, object_poses: bool, logs: str = "") -> None:
+def check_start(
+    config: WorldModelConfig, checkpoint: str, object_poses: bool, logs: str = "", frames: str = "video"
+) -> None:
     """Refuse, in one line, starts the state head cannot read: a head without cameras needs the object pose,
-    so it can neither ignore the logged poses (`object_poses=False`) nor start from `logs` that lack them."""
-    if config.head.reads_cameras:
+    so it can neither ignore the logged poses (`object_poses=False`) nor start from `logs` that lack them,
+    unless the poses are read from the cameras (`frames="head"`: `HeadFrames.locate`)."""
+    if config.head.reads_cameras or frames == "head":
         return
     why = f"the state head of {checkpoint} reads no cameras (head.reads_cameras=false), only object poses"
-    fix = "use a model whose head reads the cameras, such as assets/world_model_small"
+    fix = "use a model whose head reads the cameras, such as assets/world_model_small, or --frames=head"
     if not object_poses:
         raise ModelMismatchError(f"--object_poses=false: {why}; {fix}, or keep --object_poses=true.")
     if logs:
@@ -240,15 +246,24 @@ def check_start(config: WorldModelConfig, checkpoint: str, object_poses: bool, l
 
 
 def _initial(
-    ds: ClipDataset, episodes: list[int], device: str, object_poses: bool
+    ds: ClipDataset,
+    episodes: list[int],
+    device: str,
+    object_poses: bool,
+    head_frames: HeadFrames | None = None,
 ) -> tuple[dict, list[dict]]:
     """The episodes' first observations, batched for `WorldModelEnv.reset`, and each one's own; without
-    `object_poses` the logged object pose is dropped, as if it had never been recorded."""
+    `object_poses` the logged object pose is dropped, as if it had never been recorded. With `head_frames`
+    a start without an object pose gets the one its first frame shows (`HeadFrames.locate`)."""
     firsts = [ds.start(ep) for ep in episodes]
     if not object_poses:
         firsts = [{k: v for k, v in f.items() if k != POSE} for f in firsts]
     keys = [k for k in firsts[0] if k.startswith("observation.")]
-    return {k: torch.stack([f[k] for f in firsts]).to(device) for k in keys}, firsts
+    initial = {k: torch.stack([f[k] for f in firsts]).to(device) for k in keys}
+    if head_frames is not None and POSE not in initial and head_frames.geometry.object_qpos:
+        images = torch.stack([initial[f"observation.images.{c}"] for c in head_frames.cameras], 1)
+        initial[POSE] = head_frames.locate(images, initial["observation.state"])
+    return initial, firsts
 
 
 def _row(
@@ -318,7 +333,9 @@ def evaluate_imagined(
         )
         match_frame_rate(clip, mc.frame_stride)
         datasets.append(ClipDataset(clip))
-        check_start(mc, cfg.checkpoint, cfg.object_poses, "" if POSE in datasets[-1].data else root)
+        check_start(
+            mc, cfg.checkpoint, cfg.object_poses, "" if POSE in datasets[-1].data else root, cfg.frames
+        )
     out = Path(cfg.output)
     done = open_results(out, cfg.fingerprint())
     batches = _plan(datasets, cfg)
@@ -338,7 +355,7 @@ def evaluate_imagined(
                 model, len(episodes), cfg.device, cfg.sampling_steps or None, cfg.seed, render=cfg.render,
                 head_frames=head_frames,
             )  # fmt: skip
-        initial, firsts = _initial(ds, episodes, cfg.device, cfg.object_poses)
+        initial, firsts = _initial(ds, episodes, cfg.device, cfg.object_poses, head_frames)
         tags = [f"{ep}.{s}" for ep, s in batch.units]
         outcome, frames = run_batch(
             env, policy, name, initial, steps, tags, _batch_seed(cfg.seed, batch.index)

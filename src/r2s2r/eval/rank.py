@@ -207,13 +207,16 @@ def has_poses(logs: Path) -> bool:
     return POSE in read_json(logs / "meta" / "info.json", "restore it from a copy.")["features"]
 
 
-def poses_note(object_poses: bool, without: list[str]) -> str:
+def poses_note(object_poses: bool, without: list[str], frames: str = "video") -> str:
     """One line for the report: where the imagined episodes' starts came from; `without` are the policies
     whose logs have no object poses."""
+    read = " (each object's pose read from the first frame's fixed camera, --frames=head)"
+    read = read if frames == "head" else ""
+    only = "cameras and proprio only"
     if not object_poses:
-        return "not used: the imagined episodes started from cameras and proprio only (--object_poses=false)"
+        return f"not used: the imagined episodes started from {only} (--object_poses=false){read}"
     if without:
-        return f"not in the logs of {', '.join(without)}: those started from cameras and proprio only"
+        return f"not in the logs of {', '.join(without)}: those started from {only}{read}"
     return (
         "used: the imagined episodes started from the logged object poses and proprio (and the cameras,"
         " where the model reads them)"
@@ -320,7 +323,7 @@ def _eval_config(cfg: RankConfig, entry: Entry, videos: tuple[int, ...]) -> Imag
 def rank(cfg: RankConfig) -> dict:
     """Evaluate every checkpoint of `logs_dir` in imagination, compare with the logs, write rank.json."""
     out = Path(cfg.output_dir)
-    check_start(WorldModelConfig.load(cfg.checkpoint), cfg.checkpoint, cfg.object_poses)
+    check_start(WorldModelConfig.load(cfg.checkpoint), cfg.checkpoint, cfg.object_poses, frames=cfg.frames)
     entries = discover(cfg)
     for e in entries:
         if e.error is None:
@@ -346,7 +349,9 @@ def rank(cfg: RankConfig) -> dict:
         "settings": {
             k: getattr(cfg, k) for k in ("samples_per_start", "render", "seed", "object_poses", "frames")
         },
-        "object_poses": poses_note(cfg.object_poses, [p["name"] for p in policies if not p["object_poses"]]),
+        "object_poses": poses_note(
+            cfg.object_poses, [p["name"] for p in policies if not p["object_poses"]], cfg.frames
+        ),
         "policies": policies,
         "failed": [{"name": e.name, "error": e.error} for e in entries if e.error],
         "metrics": ranking_metrics(real, imagined, cfg.n_boot, cfg.seed),

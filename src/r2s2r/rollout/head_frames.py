@@ -49,7 +49,7 @@ from tqdm.auto import tqdm
 
 from r2s2r.errors import DamagedFileError, ModelMismatchError
 from r2s2r.files import disk_full, is_disk_full, load_safetensors
-from r2s2r.robots.arm_sketch import POSE_SIZE
+from r2s2r.robots.arm_sketch import POSE_SIZE, object_boxes
 from r2s2r.robots.checker import PhysicsChecker
 from r2s2r.robots.spec import EmbodimentSpec
 
@@ -60,6 +60,7 @@ FIT_MARGIN = 1  # a part's colour in one view is fitted on its pixels at least t
 EDGE_MARGIN = 2  # ... and over every view at once on those this far inside (`interior`): clear of the codec
 MIN_PIXELS = 200  # pixels EDGE_MARGIN inside a part that a view must show for the part's own fit there; the
 # rest (the cube, a few pixels wide in the top view) take their fit over every view
+LOCATE_ALPHA = 0.3  # share of a pixel an object must cover, by its colour, to count as the object's
 RIDGE = 1e-3  # regularizes the per-geom colour fit toward its mean where few normals were seen
 
 
@@ -83,6 +84,8 @@ class SceneGeometry:
         self.focal = [0.5 * height / np.tan(np.deg2rad(self.model.cam_fovy[c]) / 2) for c in self.camera_ids]
         free = [j for j in range(self.model.njnt) if self.model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE]
         self.object_qpos = [int(self.model.jnt_qposadr[j]) for j in free]
+        self.object_geoms = [int(self.model.body_geomadr[self.model.jnt_bodyid[j]]) for j in free]
+        self.object_half = object_boxes(self.model)  # half extents (3,) per object
         self.static = self.model.body_weldid[self.model.geom_bodyid] == 0  # (G,) welded to the world
         self.geoms = self.model.ngeom  # ids 0..G-1; the background (nothing hit) is G
         self.renderer = mujoco.Renderer(self.model, height, width)
@@ -215,6 +218,71 @@ class HeadFrames:
         frames = [self.draw(*self.geometry.render(q)) for q in qpos]
         images = torch.from_numpy(np.stack(frames)).permute(0, 1, 4, 2, 3)  # (N,V,3,H,W)
         return images.to(device=states.device, dtype=torch.float32)
+
+    # ------------------------------------------------------------------ objects from the cameras
+    def locate(self, images: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+        """Object poses (N,E) read from logged frames (N,V,3,H,W) in [0,1] and proprio (N,S), for logs that
+        recorded none: each object resting on the table where a fixed camera sees it.
+
+        In each fixed view the scene is drawn without the objects (arms at the logged joints); a pixel
+        belongs to an object where the logged colour lies nearer the object's fitted colour (lit from
+        above) than the drawn scene's by `LOCATE_MARGIN`; the largest such blob's centroid is
+        back-projected through the camera onto the plane of the object's centre at rest (its MJCF box's
+        half height). Yaw is not read (identity orientation). An object no fixed camera shows raises."""
+        geometry = self.geometry
+        if not any(geometry.fixed):
+            raise ValueError(
+                f"cameras {list(self.cameras)}: none is fixed in the world; object poses cannot be read from "
+                "them. Record the object poses (observation.environment_state) or add a fixed camera."
+            )
+        imgs = images.detach().double().cpu().numpy().transpose(0, 1, 3, 4, 2)  # (N,V,H,W,3)
+        qpos = geometry.qpos(states.detach().double().cpu().numpy(), None)
+        out = np.zeros((len(qpos), POSE_SIZE * len(geometry.object_qpos)))
+        for n, q in enumerate(qpos):
+            q = q.copy()
+            for adr in geometry.object_qpos:  # the objects out of every view
+                q[adr : adr + 3] = (0.0, 0.0, -10.0)
+            ids, normals = geometry.render(q)
+            empty = self.draw(ids, normals)
+            for k in range(len(geometry.object_qpos)):
+                out[n, POSE_SIZE * k : POSE_SIZE * (k + 1)] = self._locate_one(imgs[n], empty, k, n)
+        return torch.from_numpy(out).to(device=states.device, dtype=torch.float32)
+
+    def _locate_one(self, image: np.ndarray, empty: np.ndarray, k: int, n: int) -> np.ndarray:
+        from scipy import ndimage
+
+        geometry = self.geometry
+        geom = geometry.object_geoms[k]
+        half = geometry.object_half[k]
+        for v in np.nonzero(geometry.fixed)[0]:
+            colour = _features(np.array([0.0, 0.0, 1.0])) @ self.coef[v, geom]  # its top face
+            # how much of each pixel the object covers, were it mixed with the empty scene (alpha matting):
+            # the logs' codec blurs a few-pixel object into its surroundings, which this still reads
+            toward = colour - empty[v]  # (H,W,3)
+            seen = image[v] - empty[v]
+            alpha = (seen * toward).sum(-1) / (toward * toward).sum(-1).clip(1e-6)
+            off = np.linalg.norm(seen - alpha[..., None] * toward, axis=-1)
+            mask = (alpha > LOCATE_ALPHA) & (off < 0.5 * alpha * np.linalg.norm(toward, axis=-1))
+            labels, count = ndimage.label(mask, structure=np.ones((3, 3)))
+            if count == 0:
+                continue
+            weight = np.where(
+                labels == 1 + int(np.argmax(ndimage.sum(alpha, labels, range(1, count + 1)))), alpha, 0
+            )
+            rows, cols = np.mgrid[0 : geometry.height, 0 : geometry.width]
+            row, col = (weight * rows).sum() / weight.sum(), (weight * cols).sum() / weight.sum()
+            camera = geometry.camera_ids[v]
+            f = geometry.focal[v]
+            ray = np.array([col + 0.5 - 0.5 * geometry.width, 0.5 * geometry.height - row - 0.5, -f])
+            ray = geometry.data.cam_xmat[camera].reshape(3, 3) @ ray  # camera -> world
+            origin = geometry.data.cam_xpos[camera]
+            point = origin + ray * (half[2] - origin[2]) / ray[2]
+            return np.array([point[0], point[1], half[2], 1.0, 0.0, 0.0, 0.0])
+        fixed = [c for c, f in zip(self.cameras, geometry.fixed, strict=True) if f]
+        raise ValueError(
+            f"start {n}: no fixed camera ({', '.join(fixed)}) shows object {k} in its first frame; record "
+            "the object poses (observation.environment_state)."
+        )
 
     # ------------------------------------------------------------------ files
     def save(self, directory: str | Path, meta: dict) -> Path:

@@ -7,10 +7,14 @@ Examples:
         --policy.path=r2s2r.robots.demonstrators:make_demonstrator --policy.kwargs='{skill: sloppy}' \\
         --render=false --samples_per_start=20          # state-only policy: the fast state-head path
     r2s2r-eval --checkpoint=... --starts='[...]' --policy.path=outputs/act/step_2000   # a LeRobot policy dir
+    r2s2r-eval --checkpoint=assets/world_model_small --starts='[...]' --frames=head   # frames from the head
 
 Imagined episodes start from the first observation of every episode of the `starts` datasets (each start
 seeds `samples_per_start` episodes with different sampling noise). The policy acts every control step on
 the imagined observations (all views at the logs' resolution, proprio, and the predicted object state).
+`--frames=head` draws those views from the state head's imagined state instead of sampling them with the
+video model (fit the logs' look first with r2s2r-fit-frames); success is then the head's, and each row
+keeps the judge's reading of the drawn frames as `judge_success`.
 Prints the imagined success rate with a Wilson 95 % interval, overall and per ID/OOD; writes one JSON line
 per episode to --output (outcome, success step, judge confidence, uncertainty) and summary.json beside it.
 A killed run continues where it stopped when re-run with the same flags; nothing is counted twice.

@@ -5,6 +5,7 @@ Examples:
     r2s2r-rank --checkpoint=... --logs_dir=hw_logs --policies=zoo.yaml --samples_per_start=4 --workers=2
     r2s2r-rank --checkpoint=... --logs_dir=... --noise_floor_dir=hw_logs_rerun  # real-vs-real floor
     r2s2r-rank --checkpoint=assets/world_model_small --logs_dir=... --object_poses=false  # cameras only
+    r2s2r-rank --checkpoint=assets/world_model_small --logs_dir=... --frames=head  # frames from the head
 
 `logs_dir` holds one LeRobot dataset per checkpoint (`<logs_dir>/<name>/`), each with per-frame success
 labels (`next.success`) and, where known, ID/OOD labels (the recorder's). The policy of each comes from the
@@ -19,13 +20,18 @@ Spearman and Kendall with bootstrap intervals, MMRV (SIMPLER's convention), pair
 calibration; writes <output_dir>/rank.json and report.html. A policy that fails is reported and skipped.
 On the video path (the default, `--render=true`) success is the judge's reading of the imagined frames; the
 `head` column is the state head's verdict on the same episodes, the dynamics' answer. Where the two differ
-much, trust neither before looking at the videos.
+much, trust neither before looking at the videos. `--frames=head` draws the imagined frames from the state
+head's state instead of sampling them (the robot's MJCF posed there, coloured as the logs look: fit it with
+r2s2r-fit-frames; assets/world_model_small has it): the policy sees the cube where the dynamics put it, at
+the logs' resolution; success is then the head's, and rank.json keeps the judge's reading of the drawn
+frames beside it (`imagined_judge`).
 
 Object poses: where the logs recorded the cube's pose (`observation.environment_state`), the imagined
 episodes start from it as well as from the cameras and proprio. `--object_poses=false` ignores it, as on
 hardware that records none (logs without the feature are read that way anyway); the world model's state
-head must then read the cameras (assets/world_model_small does; assets/world_model_blind cannot). A policy
-that acts on object poses, such as the scripted demonstrator, then acts on the poses the head imagines.
+head must then read the cameras (assets/world_model_small does; assets/world_model_blind cannot), or
+`--frames=head` reads each start's pose from its first frame's top camera. A policy that acts on object
+poses, such as the scripted demonstrator, then acts on the poses the head imagines.
 rank.json and report.html say which starts used the logged poses.
 """
 
