@@ -15,7 +15,8 @@ a user will see on their own policies. This benchmark ranks families kept out of
   - `camera`: camera-only controllers (they find the cube in the top image, some servo and check the grasp
     in the right wrist image, none reads its pose): rendered logs (three 96x128 views), ranked on the video
     path, and again with the logs' object poses ignored (`--object_poses=false`, as for hardware logs
-    without them). It is reported alone: `--families camera`.
+    without them). It is reported alone: `--families camera`; `--frames head` draws the imagined frames
+    from the state head's state instead of sampling them.
 The ACT runs clone demonstrations, but none of their own rollouts is in any model's data. The first four
 families were looked at when the contact head and its pads were designed (the design set, declared in
 the JSON's `kept_out_of`); `pincer` was not: heads are chosen on the design set, and the chosen one is
@@ -45,6 +46,10 @@ Usage:
     python benchmarks/generalization.py --families camera --per_split 5 --no_floor --samples 1 \
         --world_models assets/world_model_small --out benchmarks/results/generalization_camera.json
         # the video path; rendering the logs takes ~12 s an episode on one core
+    python benchmarks/generalization.py --families camera --per_split 5 --no_floor --samples 1 --frames head \
+        --world_models assets/world_model_small --out benchmarks/results/generalization_camera_head.json
+        # frames drawn from the state head's state (--frames=head): the poses-ignored run reads each start's
+        # cube from its first frame, so a head without cameras ranks it too
     python benchmarks/generalization.py --families scripted --world_models ... --out /tmp/tuning.json
 """
 

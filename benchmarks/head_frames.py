@@ -114,6 +114,28 @@ def cube_errors(
     return found, error
 
 
+@torch.no_grad()
+def judge_agreement(model: WorldModel, head_frames: HeadFrames, episodes: list[dict]) -> dict:
+    """The judge's success on the logged frames and on frames drawn from the logged states, frame by frame:
+    whether it reads drawn frames as it reads real ones (then its verdict on imagined ones is the head's
+    state's, not the drawing's)."""
+    keys = model.config.camera_keys
+    logged, drawn = [], []
+    for e in episodes:
+        images = head_frames(e["observation.state"], e["observation.environment_state"])
+        for source, out in (
+            ({k: e[k] for k in keys}, logged),
+            ({k: images[:, v] for v, k in enumerate(keys)}, drawn),
+        ):
+            frames = model.frames({k: x[None].float() for k, x in source.items()})[0]
+            out.append((model.judge(frames)[1].sigmoid() > 0.5).numpy())
+    logged, drawn = np.concatenate(logged), np.concatenate(drawn)
+    return {
+        "frames": len(logged), "agreement": float((logged == drawn).mean()),
+        "logged_success": float(logged.mean()), "drawn_success": float(drawn.mean()),
+    }  # fmt: skip
+
+
 def cube_figures(found: np.ndarray, error: np.ndarray, poses: np.ndarray) -> dict:
     """Detection rate, and within 1 cm / median error where found, for the cube resting on the table and
     lifted (its centre 5 mm or more above resting)."""
@@ -300,6 +322,13 @@ def main() -> None:
             for k, c in checks.items()
         ],
     )  # fmt: skip
+    figures["judge_on_drawn"] = judge_agreement(model, head_frames, real)
+    print(
+        "the judge on frames drawn from the logged states vs on the logged frames: success agrees on "
+        f"{figures['judge_on_drawn']['agreement']:.1%} of {figures['judge_on_drawn']['frames']} frames "
+        f"(success read on {figures['judge_on_drawn']['logged_success']:.1%} of the logged frames, "
+        f"{figures['judge_on_drawn']['drawn_success']:.1%} of the drawn ones)"
+    )
     figures["raw_parity"] = raw_parity(head_frames, args.seed)
     print_table(
         "the reference world's raw top frames (what a policy sees) vs frames drawn from the same state: "
