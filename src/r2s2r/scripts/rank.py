@@ -49,14 +49,18 @@ def _rate(entry: dict | None) -> str:
 
 def format_rank(payload: dict) -> str:
     """The printed table: per policy real / imagined success (all, ID, OOD) and, where frames were imagined,
-    the state head's verdict (`head`); then the statistics per split, the object-pose note, the failures."""
+    the other verdict on the same episodes: the state head's (`head`) beside the judge's, or, with frames
+    drawn from the head's state (success then the head's), the judge's reading of them (`judge`); then the
+    statistics per split, the object-pose note, the failures."""
     video = payload["settings"]["render"]
+    drawn = payload["settings"].get("frames") == "head"
+    other, key = ("judge", "imagined_judge") if drawn else ("head", "imagined_head")
     lines = [
-        f"{'policy':24s} {'family':10s} {'real':>6s} {'imag':>6s}" + (f" {'head':>6s}" if video else "")
+        f"{'policy':24s} {'family':10s} {'real':>6s} {'imag':>6s}" + (f" {other:>6s}" if video else "")
         + f"  {'ID r/i':>13s}  {'OOD r/i':>13s}"
     ]  # fmt: skip
     for p in sorted(payload["policies"], key=lambda p: -p["real"]["all"]["rate"]):
-        r, i, h = p["real"], p["imagined"], p.get("imagined_head") or {}
+        r, i, h = p["real"], p["imagined"], p.get(key) or {}
         lines.append(
             f"{p['name'][:24]:24s} {p['family'][:10]:10s} {_rate(r['all'])} {_rate(i['all'])}"
             + (f" {_rate(h.get('all'))}" if video else "")
