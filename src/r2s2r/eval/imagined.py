@@ -311,6 +311,22 @@ def _write_video(ds: ClipDataset, ep: int, frames: list[dict], b: int, cams: lis
     )
 
 
+def _start_datasets(cfg: ImaginedEvalConfig, mc: WorldModelConfig) -> list[ClipDataset]:
+    """The starts' datasets at the model's frame rate, each checked against what the state head can read."""
+    datasets = []
+    for root in cfg.starts:
+        images = cfg.render or mc.head.reads_cameras  # a camera-free head's fast path reads no video
+        clip = ClipConfig(
+            root=root, cameras=mc.cameras, context_frames=1, future_frames=1, read_images=images
+        )
+        match_frame_rate(clip, mc.frame_stride)
+        datasets.append(ClipDataset(clip))
+        check_start(
+            mc, cfg.checkpoint, cfg.object_poses, "" if POSE in datasets[-1].data else root, cfg.frames
+        )
+    return datasets
+
+
 def evaluate_imagined(
     cfg: ImaginedEvalConfig, model: WorldModel | None = None, policy: Policy | None = None
 ) -> dict:
@@ -325,17 +341,7 @@ def evaluate_imagined(
     head_frames = (
         HeadFrames.from_pretrained(cfg.checkpoint, robot_spec(mc.robot)) if cfg.frames == "head" else None
     )
-    datasets = []
-    for root in cfg.starts:
-        images = cfg.render or mc.head.reads_cameras  # a camera-free head's fast path reads no video
-        clip = ClipConfig(
-            root=root, cameras=mc.cameras, context_frames=1, future_frames=1, read_images=images
-        )
-        match_frame_rate(clip, mc.frame_stride)
-        datasets.append(ClipDataset(clip))
-        check_start(
-            mc, cfg.checkpoint, cfg.object_poses, "" if POSE in datasets[-1].data else root, cfg.frames
-        )
+    datasets = _start_datasets(cfg, mc)
     out = Path(cfg.output)
     done = open_results(out, cfg.fingerprint())
     batches = _plan(datasets, cfg)

@@ -333,21 +333,72 @@ class HeadFrames:
         return cls(geometry, coef, tensors["plate"].double().numpy(), tensors["plate_seen"].bool().numpy())
 
 
+class _Sums:
+    """The normal equations of the appearance fit, summed frame by frame: per (view, geom) on the pixels
+    FIT_MARGIN inside its edges; per geom over every view on those EDGE_MARGIN inside (shading by the
+    world-frame normal does not depend on the camera); and the fixed cameras' static plate."""
+
+    def __init__(self, geometry: SceneGeometry):
+        V, H, W, G = len(geometry.cameras), geometry.height, geometry.width, geometry.geoms + 1
+        self.geometry, self.G = geometry, G
+        self.xtx, self.xty = np.zeros((V, G, FEATURES, FEATURES)), np.zeros((V, G, FEATURES, 3))
+        self.xtx_clear, self.xty_clear = np.zeros((G, FEATURES, FEATURES)), np.zeros((G, FEATURES, 3))
+        self.wide = np.zeros((V, G))  # pixels per (view, geom) EDGE_MARGIN inside: who gets its own fit
+        self.plate_sum, self.plate_n = np.zeros((V, H, W, 3)), np.zeros((V, H, W))
+
+    def add(self, ids: np.ndarray, normals: np.ndarray, rgb: np.ndarray) -> np.ndarray:
+        """One frame's geom ids (V,H,W), normals and logged colours (V,H,W,3); the pixels fitted on back."""
+        keep, clear = interior(ids, FIT_MARGIN), interior(ids, EDGE_MARGIN)
+        x = _features(normals)
+        for v in range(len(ids)):
+            idc, xc, yc = ids[v][clear[v]], x[v][clear[v]], rgb[v][clear[v]]
+            self.wide[v] += np.bincount(idc, minlength=self.G)
+            np.add.at(self.xtx_clear, idc, xc[:, :, None] * xc[:, None, :])
+            np.add.at(self.xty_clear, idc, xc[:, :, None] * yc[:, None, :])
+            idx, xv, yv = ids[v][keep[v]], x[v][keep[v]], rgb[v][keep[v]]
+            np.add.at(self.xtx[v], idx, xv[:, :, None] * xv[:, None, :])
+            np.add.at(self.xty[v], idx, xv[:, :, None] * yv[:, None, :])
+            if self.geometry.fixed[v]:
+                static = np.append(self.geometry.static, True)[ids[v]] & keep[v]
+                self.plate_sum[v][static] += rgb[v][static]
+                self.plate_n[v][static] += 1
+        return keep
+
+    def solve(self, ridge: float) -> HeadFrames:
+        """Each (view, geom) its own fit where the view shows enough of it, else its fit over every view,
+        else (low resolution) its own fit on fewer pixels, else a mean colour."""
+        xtx, xty, used = self.xtx, self.xty, self.xtx[..., 0, 0]
+
+        def solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            # ridge on the normal's weights only, scaled by the pixels: a geom seen from one side keeps its
+            # mean colour instead of extrapolating shading it never showed
+            reg = ridge * a[0, 0] * np.diag([0.0, 1.0, 1.0, 1.0])
+            return np.linalg.solve(a + reg + 1e-9 * np.eye(FEATURES), b)
+
+        coef = np.zeros(xty.shape[:2] + (FEATURES, 3))
+        for v, g in np.ndindex(*used.shape):
+            if self.wide[v, g] >= MIN_PIXELS:  # large in this view: its own fit
+                coef[v, g] = solve(xtx[v, g], xty[v, g])
+            elif self.xtx_clear[g, 0, 0] >= MIN_PIXELS:  # small here: its fit over every view, clear of edges
+                coef[v, g] = solve(self.xtx_clear[g], self.xty_clear[g])
+            elif used[v, g] >= MIN_PIXELS:  # small everywhere (low resolution): its own fit after all
+                coef[v, g] = solve(xtx[v, g], xty[v, g])
+            elif used[:, g].sum() > 0:  # a few pixels: its mean colour over every view
+                coef[v, g, 0] = xty[:, g, 0].sum(0) / used[:, g].sum()
+            else:  # never seen inside its edges: the view's mean colour
+                coef[v, g, 0] = xty[v, :, 0].sum(0) / used[v].sum().clip(1)
+        plate = self.plate_sum / self.plate_n.clip(1)[..., None]
+        return HeadFrames(self.geometry, coef, plate, self.plate_n > 0)
+
+
 def fit_appearance(
     geometry: SceneGeometry, episodes, ridge: float = RIDGE, progress: bool = True
 ) -> tuple[HeadFrames, dict]:
     """Fit the appearance to logged frames. `episodes` yields (images (T,V,3,H,W) in [0,1], states (T,S),
     poses (T,E) or None) at the logs' resolution. Returns the renderer and its fit figures (pixels used,
     mean absolute colour error on them)."""
-    V, H, W, G = len(geometry.cameras), geometry.height, geometry.width, geometry.geoms + 1
-    xtx = np.zeros((V, G, FEATURES, FEATURES))
-    xty = np.zeros((V, G, FEATURES, 3))
-    plate_sum, plate_n = np.zeros((V, H, W, 3)), np.zeros((V, H, W))
-    # the same sums over the pixels clear of edges by EDGE_MARGIN, every view together (shading by the
-    # world-frame normal does not depend on the camera)
-    xtx_clear, xty_clear = np.zeros((G, FEATURES, FEATURES)), np.zeros((G, FEATURES, 3))
-    wide = np.zeros((V, G))  # pixels per (view, geom) clear of edges by EDGE_MARGIN: who gets its own fit
-    frames, seen_frames = [], 0
+    V, H, W = len(geometry.cameras), geometry.height, geometry.width
+    sums, scored, seen = _Sums(geometry), [], 0
     for images, states, poses in tqdm(episodes, desc="appearance", unit="ep", disable=not progress):
         qpos = geometry.qpos(
             np.asarray(states, np.float64), None if poses is None else np.asarray(poses, float)
@@ -357,58 +408,16 @@ def fit_appearance(
                 raise ValueError(f"logged frames are {image.shape[1:]}; the renderer draws (3, {H}, {W}).")
             ids, normals = geometry.render(q)
             rgb = image.transpose(0, 2, 3, 1)  # (V,H,W,3)
-            keep = interior(ids, FIT_MARGIN)
-            clear = interior(ids, EDGE_MARGIN)
-            x = _features(normals)
-            for v in range(V):
-                idc, xc, yc = ids[v][clear[v]], x[v][clear[v]], rgb[v][clear[v]]
-                wide[v] += np.bincount(idc, minlength=G)
-                np.add.at(xtx_clear, idc, xc[:, :, None] * xc[:, None, :])
-                np.add.at(xty_clear, idc, xc[:, :, None] * yc[:, None, :])
-                idx, xv, yv = ids[v][keep[v]], x[v][keep[v]], rgb[v][keep[v]]
-                np.add.at(xtx[v], idx, xv[:, :, None] * xv[:, None, :])
-                np.add.at(xty[v], idx, xv[:, :, None] * yv[:, None, :])
-                if geometry.fixed[v]:
-                    static = np.append(geometry.static, True)[ids[v]] & keep[v]
-                    plate_sum[v][static] += rgb[v][static]
-                    plate_n[v][static] += 1
-            if seen_frames % SCORE_EVERY == 0:  # kept to score the fit on
-                frames.append((ids, normals.astype(np.float32), rgb.astype(np.float32), keep))
-            seen_frames += 1
-    if not seen_frames:
+            keep = sums.add(ids, normals, rgb)
+            if seen % SCORE_EVERY == 0:  # kept to score the fit on
+                scored.append((ids, normals.astype(np.float32), rgb.astype(np.float32), keep))
+            seen += 1
+    if not seen:
         raise ValueError("no logged frames to fit the appearance on; pass rendered logs.")
-    used = xtx[..., 0, 0]  # pixels fitted on per (view, geom)
-
-    def solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        # ridge on the normal's weights only, scaled by the pixels: a geom seen from one side keeps its
-        # mean colour instead of extrapolating shading it never showed
-        reg = ridge * a[0, 0] * np.diag([0.0, 1.0, 1.0, 1.0])
-        return np.linalg.solve(a + reg + 1e-9 * np.eye(FEATURES), b)
-
-    coef = np.zeros((V, G, FEATURES, 3))
-    for v in range(V):
-        for g in range(G):
-            if wide[v, g] >= MIN_PIXELS:  # large in this view: its own fit
-                coef[v, g] = solve(xtx[v, g], xty[v, g])
-            elif xtx_clear[g, 0, 0] >= MIN_PIXELS:  # small here: its fit over every view, clear of edges
-                coef[v, g] = solve(xtx_clear[g], xty_clear[g])
-            elif used[v, g] >= MIN_PIXELS:  # small everywhere (low resolution): its own fit after all
-                coef[v, g] = solve(xtx[v, g], xty[v, g])
-            elif used[:, g].sum() > 0:  # a few pixels: its mean colour over every view
-                coef[v, g, 0] = xty[:, g, 0].sum(0) / used[:, g].sum()
-            else:  # never seen inside its edges: the view's mean colour
-                coef[v, g, 0] = xty[v, :, 0].sum(0) / used[v].sum().clip(1)
-    plate = plate_sum / plate_n.clip(1)[..., None]
-    renderer = HeadFrames(geometry, coef, plate, plate_n > 0)
+    renderer = sums.solve(ridge)
     error, pixels = 0.0, 0
-    for ids, normals, rgb, keep in frames:
-        drawn = renderer.draw(ids, normals)
-        error += np.abs(drawn - rgb).mean(-1)[keep].sum()
+    for ids, normals, rgb, keep in scored:
+        error += np.abs(renderer.draw(ids, normals) - rgb).mean(-1)[keep].sum()
         pixels += int(keep.sum())
-    figures = {
-        "frames": seen_frames,
-        "scored_frames": len(frames),
-        "pixels": pixels,
-        "mae": error / max(pixels, 1),
-    }
+    figures = {"frames": seen, "scored_frames": len(scored), "pixels": pixels, "mae": error / max(pixels, 1)}
     return renderer, figures
