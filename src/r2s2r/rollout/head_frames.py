@@ -18,8 +18,10 @@ policy sees and what the dynamics say are one state:
   camera, the static scene (table, background, the arms' bases) as a plate: each pixel's mean logged
   colour while nothing that moves covered it.
 
-The fit is saved beside the world model as `appearance.safetensors`; `WorldModelEnv(frames="head")` then
-returns these frames instead of the video model's, and the judge, reading them, cross-checks the head.
+The fit is saved beside the world model as `appearance.safetensors` (`r2s2r-fit-frames`);
+`WorldModelEnv(head_frames=...)` (`--frames=head`) then returns these frames instead of the video model's,
+and the judge, reading them, cross-checks the head. For logs without object poses, `HeadFrames.locate`
+reads each object's resting pose from a first frame's fixed camera against the drawn empty scene.
 """
 
 from __future__ import annotations
