@@ -255,3 +255,10 @@ def test_a_head_without_cameras_starts_from_poses_read_by_the_frames():
     with pytest.raises(ModelMismatchError, match="--frames=head"):
         check_start(config, "blind", object_poses=False)
     check_start(config, "blind", object_poses=False, frames="head")  # the poses come from the cameras
+
+
+def test_loading_the_frames_again_reuses_one_geometry(tiny_dir):
+    """A Ray worker loads the frames once per policy: one GL context per scene and size, not one per load."""
+    first = HeadFrames.from_pretrained(tiny_dir, robot_spec("aloha"))
+    again = HeadFrames.from_pretrained(tiny_dir, robot_spec("aloha"))
+    assert again.geometry is first.geometry and again is not first

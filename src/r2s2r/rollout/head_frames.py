@@ -155,6 +155,18 @@ class SceneGeometry:
         return np.where(hit[..., None], normal @ rotation.T, 0.0)
 
 
+_GEOMETRIES: dict[tuple, SceneGeometry] = {}
+
+
+def scene_geometry(spec: EmbodimentSpec, cameras: tuple[str, ...], height: int, width: int) -> SceneGeometry:
+    """One `SceneGeometry` per robot description, cameras and size in a process: a worker that evaluates
+    many policies opens one GL context, not one per policy."""
+    key = (spec.name, spec.model_xml, tuple(cameras), height, width)
+    if key not in _GEOMETRIES:
+        _GEOMETRIES[key] = SceneGeometry(spec, cameras, height, width)
+    return _GEOMETRIES[key]
+
+
 def _features(normals: np.ndarray) -> np.ndarray:
     """(...,3) normals -> (...,FEATURES) appearance features."""
     return np.concatenate([np.ones((*normals.shape[:-1], 1)), normals], axis=-1)
@@ -325,7 +337,7 @@ class HeadFrames:
                 info = json.loads(f.metadata()["appearance"])
         except (KeyError, TypeError, json.JSONDecodeError):
             raise DamagedFileError(f"{path} holds no appearance metadata; {fix}") from None
-        geometry = SceneGeometry(spec, tuple(info["cameras"]), info["height"], info["width"])
+        geometry = scene_geometry(spec, tuple(info["cameras"]), info["height"], info["width"])
         coef = tensors["coef"].double().numpy()
         if coef.shape[:2] != (len(geometry.cameras), geometry.geoms + 1):
             raise ModelMismatchError(
