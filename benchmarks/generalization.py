@@ -218,9 +218,14 @@ def second_run(zoo: dict, out: Path, per_split: int, workers: int) -> dict[str, 
     return rates
 
 
+def frames_of(args) -> str:
+    """`--frames`; "video" for the scripts that share these helpers without the flag (response_curves.py)."""
+    return getattr(args, "frames", "video")
+
+
 def model_label(model_dir: str, args) -> str:
     """A model's name in the tables, the JSON and the rank caches: with `--frames head`, marked as such."""
-    return Path(model_dir).name + ("+head_frames" if args.frames == "head" else "")
+    return Path(model_dir).name + ("+head_frames" if frames_of(args) == "head" else "")
 
 
 def ranked_families(
@@ -241,7 +246,7 @@ def ranked_families(
             checkpoint=model_dir, logs_dir=str(out / "logs" / family), policies=str(manifest),
             samples_per_start=args.samples, render=video, batch_size=16 if video else 100,
             workers=args.workers, videos=2 if video else 0, seed=args.seed, object_poses=object_poses,
-            frames=args.frames if video else "video",
+            frames=frames_of(args) if video else "video",
             output_dir=str(out / "rank" / label / (family if object_poses else f"{family}_noposes")),
         ))  # fmt: skip
         ranked += payload["policies"]

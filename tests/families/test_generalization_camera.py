@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from generalization import KEPT_OUT_OF, held_out_zoo, logged_views, policy_views
+from generalization import KEPT_OUT_OF, held_out_zoo, logged_views, model_label, policy_views
 from r2s2r.robots.aloha import ALOHA_CAMERAS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,3 +43,14 @@ def test_camera_family_mixed_with_a_state_family_is_refused_in_one_line(tmp_path
         " (--families camera)."
     ]
     assert not (tmp_path / "out").exists() and not (tmp_path / "g.json").exists()
+
+
+def test_model_labels_mark_drawn_frames_and_need_no_frames_flag():
+    """response_curves.py shares the ranking helpers with arguments that have no --frames."""
+    from argparse import Namespace
+
+    assert model_label("outputs/coverage/head_tracking", Namespace()) == "head_tracking"
+    assert model_label("assets/world_model_small", Namespace(frames="video")) == "world_model_small"
+    assert (
+        model_label("assets/world_model_small", Namespace(frames="head")) == "world_model_small+head_frames"
+    )
