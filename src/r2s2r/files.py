@@ -48,15 +48,14 @@ def disk_full(path: str | Path) -> DiskFullError:
     )
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write `text` to `path` so that readers see the old or the new content, never a mix."""
+@contextmanager
+def staged_file(path: str | Path) -> Iterator[Path]:
+    """A hidden temporary beside `path` to write into; when the block ends it takes the place of `path`,
+    and when the block fails it is removed (a full disk raises `DiskFullError`)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        yield tmp
         os.replace(tmp, path)
     except OSError as e:
         if is_disk_full(e):
@@ -64,6 +63,14 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         raise
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write `text` to `path` so that readers see the old or the new content, never a mix."""
+    with staged_file(path) as tmp, open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def append_text(path: str | Path, text: str) -> None:

@@ -50,7 +50,7 @@ from safetensors.torch import save_file  # noqa: E402
 from tqdm.auto import tqdm
 
 from r2s2r.errors import DamagedFileError, ModelMismatchError
-from r2s2r.files import disk_full, is_disk_full, load_safetensors
+from r2s2r.files import load_safetensors, staged_file
 from r2s2r.robots.arm_sketch import POSE_SIZE, object_boxes
 from r2s2r.robots.checker import PhysicsChecker
 from r2s2r.robots.spec import EmbodimentSpec
@@ -88,8 +88,9 @@ class SceneGeometry:
         self.object_qpos = [int(self.model.jnt_qposadr[j]) for j in free]
         self.object_geoms = [int(self.model.body_geomadr[self.model.jnt_bodyid[j]]) for j in free]
         self.object_half = object_boxes(self.model)  # half extents (3,) per object
-        self.static = self.model.body_weldid[self.model.geom_bodyid] == 0  # (G,) welded to the world
         self.geoms = self.model.ngeom  # ids 0..G-1; the background (nothing hit) is G
+        # (G+1,) per id: welded to the world, or the background (static too)
+        self.static = np.append(self.model.body_weldid[self.model.geom_bodyid] == 0, True)
         self.renderer = mujoco.Renderer(self.model, height, width)
         atexit.register(self.renderer.close)  # while the GL library is still loaded
         rows, cols = np.mgrid[0:height, 0:width] + 0.5
@@ -202,7 +203,6 @@ class HeadFrames:
         self.coef = coef  # (V,G+1,FEATURES,3)
         self.plate = plate  # (V,H,W,3): fixed cameras' static scene
         self.plate_seen = plate_seen  # (V,H,W) bool: where the plate was ever seen uncovered
-        self.static = np.append(geometry.static, True)  # the background is static too
 
     @property
     def cameras(self) -> tuple[str, ...]:
@@ -219,7 +219,7 @@ class HeadFrames:
             "vhwf,vhwfc->vhwc", _features(normals), self.coef[np.arange(V)[:, None, None], ids]
         )
         fixed = np.array(self.geometry.fixed)[:, None, None]
-        use_plate = fixed & self.static[ids] & self.plate_seen
+        use_plate = fixed & self.geometry.static[ids] & self.plate_seen
         colour = np.where(use_plate[..., None], self.plate, colour)
         return colour.clip(0.0, 1.0)
 
@@ -308,17 +308,9 @@ class HeadFrames:
             "plate_seen": torch.from_numpy(self.plate_seen.astype(np.uint8)),
         }
         info = {"cameras": list(self.cameras), "height": self.size[0], "width": self.size[1], **meta}
-        tmp = path.with_name(f".{path.name}.tmp")
-        try:
+        with staged_file(path) as tmp:
             save_file(tensors, str(tmp), metadata={"appearance": json.dumps(info)})
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except OSError as e:
-            if is_disk_full(e):
-                raise disk_full(path) from e
-            raise
-        finally:
-            tmp.unlink(missing_ok=True)
+            os.chmod(tmp, 0o644)  # safetensors writes owner-only
         return path
 
     @classmethod
@@ -373,7 +365,7 @@ class _Sums:
             np.add.at(self.xtx[v], idx, xv[:, :, None] * xv[:, None, :])
             np.add.at(self.xty[v], idx, xv[:, :, None] * yv[:, None, :])
             if self.geometry.fixed[v]:
-                static = np.append(self.geometry.static, True)[ids[v]] & keep[v]
+                static = self.geometry.static[ids[v]] & keep[v]
                 self.plate_sum[v][static] += rgb[v][static]
                 self.plate_n[v][static] += 1
         return keep
