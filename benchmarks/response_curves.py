@@ -152,7 +152,9 @@ def main() -> None:
             "training_data": "checked against provenance.json",
             "design_decisions": "none for world_model_blind and the coverage heads without head.contact;"
             " head.contact was designed after waypoint's logs were replayed (generalization.py's design set),"
-            " so its curves here are not held out of design",
+            " so its curves here are not held out of design; head.balance (head_balance) was designed after"
+            " head_tracking's grasp_x curve here (a 3 cm grasp lifted the cube) and its margin read from the"
+            " coverage data's grasps, so its curves are design figures too",
         }},
         "target_points": TARGET_POINTS, "models": results,
     })  # fmt: skip

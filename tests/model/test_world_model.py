@@ -774,6 +774,100 @@ def test_stops_hold_a_closing_gripper_at_the_cube_between_its_pads(clips):
         np.testing.assert_allclose(free.numpy(), -1.0, atol=1e-3)  # 1.0 - 2.0: the nets' own close
 
 
+def test_balance_cuts_the_carry_of_a_cube_held_off_centre_in_imagination(clips):
+    """`head.balance`, imagined steps only: a gripper's carry logit drops by log sigmoid((margin - 3 mm) /
+    0.5 mm) (floored at log 1e-4), the margin being how far the cube's centre lies inside its pads' faces
+    across gravity: nothing for a cube centred between the pads, about log 1e-4 for one held 3 cm along the
+    faces' horizontal direction. A training step reads the nets alone."""
+    with pytest.raises(ValueError, match="head.balance=True needs head.pads=True"):
+        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, balance=True))
+    model = _model(clips, head=dict(still_mode=True, contact=True, pads=True, balance=True))
+    head, cfg = model.state_head, model.config
+    grasp, _ = _contact_probe(model, 5)
+    state = torch.tensor(HOME)
+    state[6] = 1.0
+    point, rot = grasp(state)
+    faces = head.fk.face_axes
+    up = rot[2, faces]  # the world's vertical in the left gripper's faces' plane
+    across = np.zeros(3)
+    across[faces] = [up[1], -up[0]]
+    across /= np.linalg.norm(across)
+    assert np.linalg.norm(up) > 0.5  # its faces stand upright at home
+
+    def carry(offset, imagined):
+        pose = torch.cat([torch.tensor(point + rot @ offset, dtype=torch.float32), _quaternion(rot)])
+        z = torch.randn(1, cfg.head.latent_dim, generator=torch.Generator().manual_seed(0))
+        latent = torch.cat([z, model.norm("state", state)[None], model.norm("env", pose)[None]], -1)
+        latent = latent[:, None].expand(-1, cfg.head.ensemble, -1)
+        with torch.no_grad():
+            return head._contact_step(latent, torch.zeros(1, cfg.chunk_dim), imagined)[1][0, :, 2]  # left
+
+    centre = np.zeros(3)
+    centre[faces] = head.fk.face_centre.numpy()
+    reach = float((head.fk.face_half.numpy() * np.abs(across[faces])).sum())
+    for shift, expected in ((0.0, 0.0), (reach - 0.004, math.log(torch.sigmoid(torch.tensor(2.0)))),
+                            (reach - 0.003, math.log(0.5)), (0.03 + reach, math.log(1e-4))):  # fmt: skip
+        offset = centre + shift * across
+        np.testing.assert_allclose((carry(offset, True) - carry(offset, False)).numpy(), expected, atol=2e-4)
+
+
+def test_pad_holds_and_held_success_read_the_fingers(clips):
+    """`head.pad_holds`: a closed gripper holds an airborne cube only where its centre lies between the
+    fingers (the pads' box, its centre anywhere between the open faces along the closing axis), and rigidly
+    (a carried mode's own change of position is cut to nothing, 5 mm without the rule); `head.held_success`:
+    an imagined frame's success logit drops by log 1e-4 unless such a hold exists clear of the table, and a
+    training read keeps the net's logit."""
+    with pytest.raises(ValueError, match="head.pad_holds=True needs head.holds=True"):
+        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, pads=True, pad_holds=True))
+    rules = dict(still_mode=True, contact=True, pads=True, holds=True, pad_holds=True, held_success=True)
+    model = _model(clips, head=rules)
+    head, cfg = model.state_head, model.config
+    fk, L = head.fk, cfg.head.latent_dim
+    grasp, _ = _contact_probe(model, 5)
+    state = torch.tensor(HOME)
+    state[6] = 0.5  # the left gripper closed on a cube
+    point, rot = grasp(state)
+    closing = np.eye(3)[fk.closing_axis]
+    along = np.eye(3)[fk.face_axes[1]]  # the faces' third axis
+
+    def latent(offset, lift=0.0):
+        position = point + rot @ offset + [0.0, 0.0, lift]
+        pose = torch.cat([torch.tensor(position, dtype=torch.float32), _quaternion(rot)])
+        z = torch.zeros(1, L)
+        return torch.cat([z, model.norm("state", state)[None], model.norm("env", pose)[None]], -1)[:, None]
+
+    centre = fk.pad_centre.numpy()
+    off_centre = centre + (float(fk.pad_half[fk.closing_axis]) + 0.01) * closing  # between the open faces
+    outside = centre + (float(fk.pad_half[fk.face_axes[1]]) + 0.01) * along  # 1 cm past the box
+    gripped = head.gripped(torch.tensor(np.stack([centre, off_centre, outside]), dtype=torch.float32))
+    assert gripped[0] > 0.99 and gripped[1] > 0.99 and gripped[2] < 0.01
+    assert head.between_pads(torch.tensor(off_centre, dtype=torch.float32)) < 0.01  # no grasp from there
+    # the cube airborne (point is 0.2 m above the table at home)
+    assert point[2] - fk.table_top > StateDynamicsHead.CARRY_AIRBORNE + 0.05
+    S = cfg.state_dim
+    for offset, held in ((centre, True), (off_centre, True), (outside, False)):
+        lat = latent(offset).expand(-1, cfg.head.ensemble, -1)
+        assert bool(head._holder(lat, lat[..., L : L + S])[0]) == held
+        assert bool(head.held(lat).all()) == held
+        with torch.no_grad():
+            drop = head.decode(lat, imagined=True)["success_logit"] - head.decode(lat)["success_logit"]
+        np.testing.assert_allclose(drop.numpy(), 0.0 if held else math.log(1e-4), atol=1e-5)
+    top = fk.table_top
+    fk.table_top = float((point + rot @ centre)[2]) - fk.object_rest  # a table up at the held cube
+    assert not bool(head.held(latent(centre)).any())
+    fk.table_top = top
+    # rigid: a carried mode's own position change is cut to nothing; the free modes' kept
+    moved = torch.randn(1, cfg.head.ensemble, head.modes, cfg.env_state_dim)
+    cut = head._rigid_holds(moved)
+    G = fk.num_grippers
+    torch.testing.assert_close(cut[..., -G:, :3], torch.zeros_like(cut[..., -G:, :3]))
+    torch.testing.assert_close(cut[..., :-G, :], moved[..., :-G, :])
+    torch.testing.assert_close(cut[..., -G:, 3:], moved[..., -G:, 3:])
+    loose = _model(clips, head={**rules, "pad_holds": False}).state_head._rigid_holds(moved)
+    slip = (loose[..., -G:, :3] * model.env_std[:3]).norm(dim=-1)
+    assert (slip > StateDynamicsHead.CARRY_TOLERANCE - 1e-6).any() and (slip < 0.005 + 1e-6).all()
+
+
 def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):
     """The still pose mode returns the object pose unchanged whatever the dynamics predict, and training
     teaches its odds exactly where the object did not move; a pushed object teaches the free mode's. Modes:

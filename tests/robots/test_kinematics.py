@@ -63,11 +63,38 @@ def test_pad_box_is_where_the_open_fingers_faces_reach_an_object():
     x 0.03..0.07, z +-0.015 in the hand's frame (the hand turned in the world, which must not matter). About a
     grasp point at x = 0.06, an object of half-size 0.01 fits between the faces for |y| <= 0.031 and
     overlaps them by at least 0.005 for x in -0.035..0.015 and z in -0.02..0.02. A finger at slide 0.04 has
-    its face at 0.041: the slide position is 0.001 short of the face."""
+    its face at 0.041: the slide position is 0.001 short of the face; the fingers close along y."""
     model = mujoco.MjModel.from_xml_string(HAND)
-    centre, half, offset = pad_box(model, "hand", (0.06, 0.0, 0.0), 0.01, overlap=0.005)
+    centre, half, offset, axis = pad_box(model, "hand", (0.06, 0.0, 0.0), 0.01, overlap=0.005)
     np.testing.assert_allclose(centre, [-0.01, 0.0, 0.0], atol=1e-9)
     np.testing.assert_allclose(half, [0.025, 0.031, 0.02], atol=1e-9)
     assert offset == pytest.approx(-0.001, abs=1e-9)
+    assert axis == 1  # the fingers slide along the hand's y
     with pytest.raises(ValueError, match="palm_only has no finger on a slide joint"):
         pad_box(model, "palm_only", (0.0, 0.0, 0.0), 0.01)
+
+
+def test_balance_margin_is_the_centre_inside_the_pads_faces_across_gravity():
+    """ALOHA's inner finger faces span 9 cm along the fingers (-5.6..+3.4 cm about the grasp point) and 6.1
+    cm across them (+-3.05 cm). Across gravity means across the fingers for a gripper pointing straight
+    down (a cube 2.6 cm off that way is 4.5 mm inside; 3.1 cm off, 0.5 mm outside; anywhere along the
+    fingers it only hangs), along them for a level one (centre -1.1 cm, reach 4.5 cm), and nowhere for
+    faces lying flat (the closing axis vertical)."""
+    fk = GraspKinematics(robot_spec("aloha"))
+    assert fk.closing_axis == 1 and fk.face_axes == [0, 2]
+    np.testing.assert_allclose(fk.face_centre.numpy(), [-0.0113, 0.0], atol=5e-4)
+    np.testing.assert_allclose(fk.face_half.numpy(), [0.0450, 0.0305], atol=5e-4)
+    down = torch.tensor([[0.0, 0, 1], [0, 1, 0], [-1, 0, 0]])  # columns: pointing -z, closing y, third x
+    level = torch.eye(3)  # pointing along x, closing along y, third axis up
+    flat = torch.tensor([[1.0, 0, 0], [0, 0, -1], [0, 1, 0]])  # closing axis up
+    rel = torch.tensor([[0.03, 0.0, 0.026], [0.03, 0.0, 0.031], [-0.05, 0.0, 0.0], [0.03, 0.0, -0.02]])
+    rot = torch.stack([down, level, flat])[:, None].expand(3, 4, 3, 3)
+    margin = fk.balance_margin(rel.expand(3, 4, 3), rot)
+    half0, half2 = fk.face_half.tolist()
+    centre0 = fk.face_centre[0].item()
+    np.testing.assert_allclose(
+        margin[0].numpy(), [half2 - 0.026, half2 - 0.031, half2, half2 - 0.02], atol=1e-6
+    )
+    level_expected = [half0 - abs(r - centre0) for r in (0.03, 0.03, -0.05, 0.03)]
+    np.testing.assert_allclose(margin[1].numpy(), level_expected, atol=1e-6)
+    assert torch.isinf(margin[2]).all()

@@ -115,7 +115,7 @@ def test_the_pads_box_and_their_stop_match_a_real_grasp(nominal):
     """While the nominal right hand carries the 4 cm cube, the cube's centre sits in the pad box
     (GraspKinematics.pad_box, from the MJCF) and the gripper reads the opening where its pads stand 2 cm
     from the closing axis (GraspKinematics.opening_at), within 0.02, as the reference world's physics
-    squeezes it."""
+    squeezes it; its centre lies more than `head.balance`'s margin inside the faces across gravity."""
     import torch
 
     from r2s2r.robots.kinematics import GraspKinematics
@@ -133,6 +133,11 @@ def test_the_pads_box_and_their_stop_match_a_real_grasp(nominal):
     assert (off < 0).all(), off
     stop = float(fk.opening_at(torch.tensor(fk.object_rest)))
     np.testing.assert_allclose(states[:, 13].numpy(), stop, atol=0.02)
+    # and it hangs centred between the faces across gravity, past the margin `head.balance` asks for
+    from r2s2r.model.state_head import StateDynamicsHead
+
+    margin = fk.balance_margin(rel, rot[:, 1])
+    assert (margin > StateDynamicsHead.BALANCE_MARGIN).all(), margin.min()
 
 
 def test_an_approach_asked_level_and_rolled_closes_so(nominal):

@@ -54,6 +54,16 @@ class StateHeadConfig:
     # With pads, imagined steps: a gripper closing on an object between its pads stops where the pads meet
     # it (its width across the closing axis, from the MJCF's finger travel; no weights).
     stops: bool = False
+    # With pads, imagined steps (no weights): a gripper starts to carry an object only where the object's
+    # centre lies over its pads' faces across gravity; held off-centre, it turns out of the grip as it is
+    # lifted.
+    balance: bool = False
+    # With pads and holds, imagined steps: a closed gripper holds the object only between its pads, and
+    # rigidly (no slip accumulates frame after frame while it carries it).
+    pad_holds: bool = False
+    # With pads, imagined steps: success only while a closed gripper holds the object between its pads, clear
+    # of the table (the outcome net's success alone can be read where nothing holds it).
+    held_success: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.pose_modes <= 8:
@@ -68,8 +78,11 @@ class StateHeadConfig:
             raise ValueError("head.pads=True needs head.contact=True.")
         if not 0.0 <= self.pad_overlap < 0.05:
             raise ValueError(f"head.pad_overlap={self.pad_overlap} must be in [0, 0.05) m.")
-        if self.stops and not self.pads:
-            raise ValueError("head.stops=True needs head.pads=True.")
+        for rule in ("stops", "balance", "pad_holds", "held_success"):
+            if getattr(self, rule) and not self.pads:
+                raise ValueError(f"head.{rule}=True needs head.pads=True.")
+        if self.pad_holds and not self.holds:
+            raise ValueError("head.pad_holds=True needs head.holds=True.")
         if self.arm_tracking and not self.arm_targets:
             raise ValueError("head.arm_tracking=True needs head.arm_targets=True.")
 

@@ -85,14 +85,15 @@ def table_geometry(model) -> tuple[float, np.ndarray, np.ndarray, list[np.ndarra
 
 def pad_box(
     model, body_name: str, point, object_half: float, overlap: float = 0.005
-) -> tuple[np.ndarray, np.ndarray, float]:
+) -> tuple[np.ndarray, np.ndarray, float, int]:
     """The box, in a gripper's frame about its grasp point, where an object's centre lies when the fingers'
-    inner faces can close on it: (centre (3,), half-sizes (3,)) in metres, and how far a finger's slide
-    position exceeds its inner face's distance from the closing axis (m). The fingers are the bodies on slide
-    joints under `body_name`, set to their widest opening; along the closing axis the object (half-size
-    `object_half`) fits between the open faces, along the other two it overlaps them by at least `overlap`
-    (the face's extent grown by `object_half - overlap` on each side: ALOHA's nominal grasp holds the cube
-    by the last 8 mm of the fingertips, and a cube whose edge only touches a pad's rim slips out)."""
+    inner faces can close on it: (centre (3,), half-sizes (3,)) in metres, how far a finger's slide
+    position exceeds its inner face's distance from the closing axis (m), and that axis (0-2). The fingers
+    are the bodies on slide joints under `body_name`, set to their widest opening; along the closing axis
+    the object (half-size `object_half`) fits between the open faces, along the other two it overlaps them
+    by at least `overlap` (the face's extent grown by `object_half - overlap` on each side: ALOHA's nominal
+    grasp holds the cube by the last 8 mm of the fingertips, and a cube whose edge only touches a pad's rim
+    slips out)."""
     import mujoco
 
     data = mujoco.MjData(model)
@@ -136,7 +137,7 @@ def pad_box(
     low, high = np.max(lows, 0) - grow, np.min(highs, 0) + grow  # where both faces reach
     centre, half = (low + high) / 2, (high - low) / 2
     centre[axis], half[axis] = 0.0, max(min(gaps) - object_half, 1e-3)
-    return centre, half, float(np.abs(data.qpos[model.jnt_qposadr[slides[0]]]) - min(gaps))
+    return centre, half, float(np.abs(data.qpos[model.jnt_qposadr[slides[0]]]) - min(gaps)), axis
 
 
 class GraspKinematics(nn.Module):
@@ -212,12 +213,39 @@ class GraspKinematics(nn.Module):
         self.register_buffer("table_hi", torch.tensor(hi).float(), persistent=False)
         self.object_rest = min((np.abs(c).max(0).min() for c in objects), default=0.0)
         # Where an object's centre sits between a gripper's pads (head.pads), from the first one's fingers.
-        centre, half, self.face_offset = pad_box(
+        centre, half, self.face_offset, self.closing_axis = pad_box(
             model, frames["bodies"][0], frames["point"], self.object_rest, pad_overlap
         )
         self.register_buffer("pad_centre", torch.tensor(centre).float(), persistent=False)
         self.register_buffer("pad_half", torch.tensor(half).float(), persistent=False)
+        # The pads' faces themselves (the box without the object's reach beyond them), across the closing
+        # axis: `face_axes` the two axes of the faces' plane, `face_centre` / `face_half` their extent.
+        self.face_axes = [a for a in range(3) if a != self.closing_axis]
+        grow = max(self.object_rest - pad_overlap, 0.0)
+        self.register_buffer("face_centre", torch.tensor(centre[self.face_axes]).float(), persistent=False)
+        self.register_buffer(
+            "face_half", torch.tensor(half[self.face_axes] - grow).float().clamp_min(1e-3), persistent=False
+        )
         self.finger_travel = frames.get("finger_travel")
+
+    def balance_margin(self, rel: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
+        """How far (m, (...,G)) an object's centre at `rel` (...,G,3) in each gripper's frame lies inside the
+        pads' faces across gravity: along the horizontal direction of the faces' plane (square to the world's
+        vertical), given each gripper's orientation `rot` (...,G,3,3). Negative outside; +inf where the faces
+        lie flat (the closing axis within FLAT_FACES of vertical: the object rests on a finger). An object
+        held off its centre this way turns about the pads under its weight; one off it along the vertical
+        only hangs from them."""
+        axes = self.face_axes
+        up = rot[..., 2, :][..., axes]  # (...,G,2) the world's vertical in the faces' plane
+        norm = up.norm(dim=-1)
+        across = torch.stack([up[..., 1], -up[..., 0]], dim=-1) / norm[..., None].clamp_min(1e-6)
+        centre, half = self.face_centre.to(rel), self.face_half.to(rel)
+        reach = (half * across.abs()).sum(-1)  # half the faces' extent along `across`
+        offset = ((rel[..., axes] - centre) * across).sum(-1)
+        margin = reach - offset.abs()
+        return torch.where(norm > self.FLAT_FACES, margin, torch.full_like(margin, float("inf")))
+
+    FLAT_FACES = 0.2  # the vertical's share in the faces' plane below which they count as lying flat
 
     def opening_at(self, half_gap: torch.Tensor) -> torch.Tensor:
         """The gripper state (raw, 0 closed .. 1 open) whose pads stand `half_gap` metres from the closing

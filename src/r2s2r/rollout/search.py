@@ -341,7 +341,7 @@ class SearchPolicy:
             z = model.state_head.step(z, model.norm_chunks(frame.to(self.cfg.device)))
         actions = []
         for f in range(self.cfg.followup):
-            decoded = model.state_head.decode(z)
+            decoded = model.state_head.decode(z, imagined=True)
             obs["observation.state"] = model.unnorm("state", decoded["state"].mean(1)).cpu()
             if "observation.environment_state" in obs:
                 obs["observation.environment_state"] = model.unnorm("env", decoded["env_state"].mean(1)).cpu()
@@ -372,7 +372,7 @@ class SearchPolicy:
             if j % self.stride == 0:  # a model frame: roll the head over the chunk just planned
                 chunk = torch.stack(actions[-self.stride :], dim=1).to(self.cfg.device)
                 z = model.state_head.step(z, model.norm_chunks(chunk))
-                decoded = model.state_head.decode(z)
+                decoded = model.state_head.decode(z, imagined=True)
                 obs["observation.state"] = model.unnorm("state", decoded["state"].mean(1)).cpu()
                 if "observation.environment_state" in obs:
                     obs["observation.environment_state"] = model.unnorm(
@@ -421,7 +421,7 @@ class SearchPolicy:
         for h in range(frames):
             chunk = flat[:, h * self.stride : (h + 1) * self.stride].to(cfg.device)
             z = model.state_head.step(z, model.norm_chunks(chunk))  # (N*B,M,L)
-            decoded = model.state_head.decode(z)
+            decoded = model.state_head.decode(z, imagined=True)
             progress += (decoded["reward_logits"].softmax(-1) @ self.levels).cpu()  # (N*B,M)
             success = torch.maximum(success, decoded["success_logit"].sigmoid().cpu())
             uncertainty += model.state_head.disagreement(decoded).cpu() / frames

@@ -142,7 +142,7 @@ class WorldModelEnv:
         self.draw = None  # one draw per episode picks its object-pose mode (head.pose_modes > 1)
         if self.model.state_head.modes > 1:
             self.draw = torch.rand(self.num_envs, generator=self.generator, device=self.device)
-        decoded = self.model.state_head.decode(self.latent)
+        decoded = self.model.state_head.decode(self.latent, imagined=True)
         self._read(frame, decoded)
         if self.cfg.env_state_dim and not observed:  # the policy and the checker see the head's start pose
             self.env_state = self.model.unnorm("env", decoded["env_state"].mean(1))
@@ -210,7 +210,7 @@ class WorldModelEnv:
         norm_chunk = model.norm_chunks(chunk)  # (B,C)
         chunks = torch.cat([self.chunks[:, 1:], norm_chunk[:, None]], dim=1)  # (B,K,C)
         self.latent = model.state_head.step(self.latent, norm_chunk, self.draw)  # (B,M,L)
-        decoded = model.state_head.decode(self.latent)
+        decoded = model.state_head.decode(self.latent, imagined=True)
         norm_state = decoded["state"].mean(dim=1)  # (B,S)
         self.state = model.unnorm("state", norm_state)
         if self.cfg.env_state_dim:

@@ -38,8 +38,9 @@ closes where the real one would, not a centimetre nearer the object. The fit tak
 with the head; its errors (radians, target alone vs tracked) go into refine.json.
 
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
---stops, --pad_overlap) on a refined head, fits the tracking model, and writes the world model. Other flags
-must then match the checkpoint's head (they would rebuild it, untrained); that is refused.
+--stops, --balance, --pad_holds, --held_success, --pad_overlap) on a refined head, fits the tracking model,
+and writes the world model. Other flags must then match the checkpoint's head (they would rebuild it,
+untrained); that is refused.
 
 --still_mode adds a pose mode "the cube stays exactly where it is", with its odds; training picks it
 wherever the cube did not move.
@@ -73,6 +74,20 @@ reference world spawns the cube 3 cm up; without it the imagined cube could hove
 gripper closing on the cube between its pads where the pads meet it: the cube's half-width across the
 closing axis turned into the gripper's opening by the fingers' travel (0.61 for the 4 cm cube held
 square, what the reference world reads), whatever the grasp net predicts.
+
+--balance (with --pads; head.balance; imagined steps only, no weights, switchable in config.json): a
+gripper starts to carry the cube only where the cube's centre lies over its pads' faces across gravity
+(along the faces' horizontal direction, within the MJCF's faces). Held beside that, the cube's weight
+turns it about the pads and it slips out as it is lifted: in the reference world a top-down grasp 2.5 cm
+along the fingers' width lifts the cube, one 3 cm along it does not.
+
+--pad_holds (with --pads and --holds; the same kind of rule): a closed gripper holds the cube in mid-air
+only where the cube lies between its pads, and rigidly: without it a held cube could slip up to 5 mm a
+frame, which added up over a slow hand-over to a cube 5 cm down the fingers.
+
+--held_success (with --pads; the same kind of rule): imagined success only while a closed gripper holds
+the cube between its pads, clear of the table. The head's success net reads the geometry of both hands
+and can report success for a cube that nothing holds (one falling from a hand-over that missed).
 
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds; each imagined episode of WorldModelEnv follows one, drawn once by the odds.

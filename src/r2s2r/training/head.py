@@ -93,6 +93,9 @@ class RefineConfig:
     pad_overlap: float = 0.005  # m of the pads' faces an object must overlap (head.pad_overlap)
     falls: bool = False  # imagined objects that nothing can hold land on the table (head.falls)
     stops: bool = False  # with pads: an imagined closing gripper stops on the object between them
+    balance: bool = False  # with pads: an imagined grasp lifts only an object centred over the pads
+    pad_holds: bool = False  # with pads and holds: imagined holds only between the pads, rigid
+    held_success: bool = False  # with pads: imagined success only while a gripper holds the object
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
@@ -128,7 +131,17 @@ UPGRADES = {
 
 # Head fields that add no trained weights (rules of imagined steps, a fitted tracking model): switching only
 # these keeps a refined head's weights.
-RULES = ("arm_targets", "arm_tracking", "holds", "falls", "stops", "pad_overlap")
+RULES = (
+    "arm_targets",
+    "arm_tracking",
+    "holds",
+    "falls",
+    "stops",
+    "balance",
+    "pad_holds",
+    "held_success",
+    "pad_overlap",
+)
 
 
 def rebuilds_head(model: WorldModel, **head: object) -> bool:
@@ -175,6 +188,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "arm_tracking": cfg.arm_tracking, "still_mode": cfg.still_mode,
             "holds": cfg.holds, "reads_cameras": cfg.cameras, "contact": cfg.contact,
             "pads": cfg.pads, "pad_overlap": cfg.pad_overlap, "falls": cfg.falls, "stops": cfg.stops,
+            "balance": cfg.balance, "pad_holds": cfg.pad_holds, "held_success": cfg.held_success,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
@@ -513,7 +527,7 @@ def head_openloop(
         success = False
         for t in range(len(chunks)):
             latent = head.step(latent, chunks[t : t + 1])
-            pred = head.decode(latent)
+            pred = head.decode(latent, imagined=True)
             success |= bool(pred["success_logit"].sigmoid().mean() > 0.5)
             for s in seconds:
                 if t + 1 == round(s * fps) and "observation.environment_state" in ep:
