@@ -6,7 +6,8 @@
 # (arm targets only), head_rules (still mode, holds, arm targets), head_contact (head.contact, below),
 # head_pads (head.contact with head.pads) and head_approach (pads and stops, on 5,000 episodes more with
 # wider grasp approaches, seed 1004; head_approach_nostops: the same weights, the stop rule off;
-# head_tracking: those weights with the arms' tracking fitted, head.arm_tracking).
+# head_tracking: those weights with the arms' tracking fitted, head.arm_tracking; head_held: those with the
+# grasp rules head.balance, head.pad_holds and head.held_success).
 # Besides the base model's own 160 training episodes nothing else enters their data: no zoo policy, no
 # held-out family.
 #   - recording: four datasets of 5,000 (seeds 1000-1003), two at a time, ~0.25 s of physics an episode;
@@ -93,4 +94,14 @@ if [ ! -f $D/head_tracking/refine.json ]; then
   $BIN/r2s2r-refine-head --checkpoint=$D/head_approach_nostops --cameras=false --still_mode=true \
     --holds=true --contact=true --pads=true --falls=true --arm_tracking=true --head.steps=0 \
     --max_episodes=1000 --data="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]" --output_dir=$D/head_tracking
+fi
+# The grasp rules (no weights, config only): head_tracking's head with head.balance (a grasp lifts only a
+# cube centred over the pads across gravity), head.pad_holds (holds only between the fingers, rigid) and
+# head.held_success (imagined success only while a gripper holds the cube).
+if [ ! -f $D/head_held/refine.json ]; then
+  rm -rf $D/head_held.tmp && cp -r $D/head_tracking $D/head_held.tmp
+  $BIN/python -c 'import sys; from r2s2r.model.configuration_world_model import WorldModelConfig as C
+c = C.load(sys.argv[1]); c.head.balance = c.head.pad_holds = c.head.held_success = True; c.save(sys.argv[1])' \
+    $D/head_held.tmp
+  mv $D/head_held.tmp $D/head_held
 fi
