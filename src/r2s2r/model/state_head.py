@@ -422,8 +422,8 @@ class StateDynamicsHead(nn.Module):
         margin = self.fk.balance_margin(rel, rot)
         return torch.sigmoid((margin - self.BALANCE_MARGIN) / self.BALANCE_SOFTNESS)
 
-    # m: of 98 coverage grasps with the cube's centre less than 3 mm inside the faces (or outside them) 3
-    # lifted it (0 of 48 outside, 3 of 50 within 0-3 mm), of 43 at 3-6 mm 8, of those 2 cm inside 86 %
+    # m: of 200 coverage grasps with the cube's centre less than 3 mm inside the faces (or outside them) 5
+    # lifted it, 18 % of those 3-6 mm inside, 86 % of those 2 cm inside (benchmarks/studies/balance_margin.py)
     BALANCE_MARGIN = 0.003
     BALANCE_SOFTNESS = 0.0005  # m: how sharply the balance cuts
 
