@@ -7,10 +7,10 @@ cube resting within 8 cm of its grasp point (the gripper open above 0.8, below 0
 the cube's place in the gripper's frame two frames after the close began, and whether the cube was lifted
 7 cm with that gripper near it within the next 25 frames (2 s). Only grasps centred across the closing axis
 (within 8 mm) and with the faces upright (the vertical's share in their plane above 0.9) are tabled, so the
-margin is what differs. Prints the lift rate by margin and writes benchmarks/results/archive/balance_margin.json.
+margin is what differs. Prints the lift rate by margin; writes benchmarks/results/archive/balance_margin.json.
 
 Usage:
-    python benchmarks/studies/balance_margin.py            # ~1 minute; needs coverage.sh's part0, part1, part4
+    python benchmarks/studies/balance_margin.py       # ~1 minute; needs coverage.sh's part0, part1, part4
 """
 
 from __future__ import annotations
@@ -56,15 +56,17 @@ def grasps(roots: list[str], fk: GraspKinematics) -> pd.DataFrame:
                 margin = fk.balance_margin(rel, rot)[:, RIGHT].numpy()
                 upright = rot[:, RIGHT, 2, fk.face_axes].norm(dim=-1).numpy()
                 rel, opening = rel[:, RIGHT].numpy(), state[:, 13].numpy()
-                for k in range(len(opening) - 4):
-                    if opening[k] >= OPEN and opening[k + 2] < CLOSING and cube[k, 2] < RESTING:
-                        if np.linalg.norm(rel[k]) < REACH:
-                            after = slice(k, k + WINDOW)
-                            near = np.linalg.norm(rel[after], axis=-1) < REACH
-                            lifted = bool(((cube[after, 2] > LIFTED) & near).any())
-                            across = abs(rel[k + 2, fk.closing_axis])
-                            rows.append((root, episode, margin[k + 2], across, upright[k + 2], lifted))
-                            break
+                closes = (opening[:-4] >= OPEN) & (opening[2:-2] < CLOSING) & (cube[:-4, 2] < RESTING)
+                closes &= np.linalg.norm(rel[:-4], axis=-1) < REACH
+                if not closes.any():
+                    continue
+                k = int(np.argmax(closes))  # the first
+                after = slice(k, k + WINDOW)
+                lifted = bool(
+                    ((cube[after, 2] > LIFTED) & (np.linalg.norm(rel[after], axis=-1) < REACH)).any()
+                )
+                across = abs(rel[k + 2, fk.closing_axis])
+                rows.append((root, episode, margin[k + 2], across, upright[k + 2], lifted))
     return pd.DataFrame(rows, columns=["root", "episode", "margin", "across", "upright", "lifted"])
 
 
@@ -95,8 +97,8 @@ def main() -> None:
         [[r["margin_mm"], r["grasps"], f"{100 * r['lifted']:.0f} %"] for r in rows],
     )
     below = chosen[chosen.margin < StateDynamicsHead.BALANCE_MARGIN]
-    print(f"below head.balance's margin ({1000 * StateDynamicsHead.BALANCE_MARGIN:g} mm): {int(below.lifted.sum())}"
-          f" of {len(below)} lifted")  # fmt: skip
+    margin_mm = 1000 * StateDynamicsHead.BALANCE_MARGIN
+    print(f"below head.balance's margin ({margin_mm:g} mm): {int(below.lifted.sum())} of {len(below)} lifted")
     write_json(Path(args.out), {
         "machine": machine_info(), "data": args.data.split(","), "grasps": len(table), "tabled": len(chosen),
         "balance_margin_m": StateDynamicsHead.BALANCE_MARGIN, "bins": rows,
