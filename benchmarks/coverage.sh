@@ -96,12 +96,20 @@ if [ ! -f $D/head_tracking/refine.json ]; then
     --max_episodes=1000 --data="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]" --output_dir=$D/head_tracking
 fi
 # The grasp rules (no weights, config only): head_tracking's head with head.balance (a grasp lifts only a
-# cube centred over the pads across gravity), head.pad_holds (holds only between the fingers, rigid) and
-# head.held_success (imagined success only while a gripper holds the cube).
-if [ ! -f $D/head_held/refine.json ]; then
-  rm -rf $D/head_held.tmp && cp -r $D/head_tracking $D/head_held.tmp
+# cube centred over the pads across gravity: head_balance), and with head.pad_holds (holds only between
+# the fingers, rigid) and head.held_success (imagined success only while a gripper holds the cube) too:
+# head_held.
+rules() {  # rules <name> <head fields set true>
+  local out=$D/head_$1
+  shift
+  [ -f $out/refine.json ] && return
+  rm -rf $out.tmp && cp -r $D/head_tracking $out.tmp
   $BIN/python -c 'import sys; from r2s2r.model.configuration_world_model import WorldModelConfig as C
-c = C.load(sys.argv[1]); c.head.balance = c.head.pad_holds = c.head.held_success = True; c.save(sys.argv[1])' \
-    $D/head_held.tmp
-  mv $D/head_held.tmp $D/head_held
-fi
+c = C.load(sys.argv[1])
+for rule in sys.argv[2:]:
+    setattr(c.head, rule, True)
+c.save(sys.argv[1])' $out.tmp "$@"
+  mv $out.tmp $out
+}
+rules balance balance
+rules held balance pad_holds held_success
