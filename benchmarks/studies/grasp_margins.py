@@ -1,0 +1,157 @@
+"""Where a grasp takes the cube: the coverage data's grasps by the cube's place between the fingers.
+
+Two rules of the state head rest on these figures, read off the coverage recordings:
+
+- `head.balance`: an imagined grasp lifts the cube only where the cube's centre lies at least
+  `StateDynamicsHead.BALANCE_MARGIN` inside the pads' faces across gravity (`GraspKinematics.balance_margin`).
+  Table 1: every episode's first close of the right gripper on the cube resting within 8 cm of its grasp
+  point (the gripper open above 0.8, below 0.75 two frames later), the margin two frames after the close
+  began, and whether the cube was lifted 7 cm with that gripper near it within the next 25 frames (2 s).
+  Only grasps centred across the closing axis (within 8 mm) with the faces upright (the vertical's share in
+  their plane above 0.9) are tabled, so that the margin is what differs.
+- `head.pad_holds` / `head.held_success`: a closed gripper holds the cube only with its centre within
+  `StateDynamicsHead.HOLD_ACROSS` of the grasp point across the fingers. Table 2: every episode's first
+  close of the left gripper on the cube in mid-air (8 cm up) within 8 cm of its grasp point, the cube's
+  offset across the left fingers two frames after the close began (its offset along the faces' third axis
+  under 1 cm), and whether the episode then succeeded.
+
+Prints both tables; writes benchmarks/results/archive/grasp_margins.json.
+
+Usage:
+    python benchmarks/studies/grasp_margins.py        # ~1 minute; needs coverage.sh's part0, part1, part4
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's GL)
+from common import machine_info, print_table, write_json  # noqa: E402
+
+# isort: split
+from r2s2r.model.state_head import StateDynamicsHead  # noqa: E402
+from r2s2r.robots.kinematics import GraspKinematics  # noqa: E402
+from r2s2r.robots.spec import robot_spec  # noqa: E402
+
+STRIDE = 10  # control steps per model frame
+LEFT, RIGHT = 0, 1  # the grippers' indices among the grasp frames
+OPEN, CLOSING, RESTING, AIRBORNE, REACH, LIFTED, WINDOW = 0.8, 0.75, 0.035, 0.08, 0.08, 0.07, 25
+MARGIN_BINS = [-0.1, -0.01, -0.005, 0.0, 0.003, 0.006, 0.01, 0.02, 0.1]
+ACROSS_BINS = [0.0, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.08]
+
+
+def episodes(roots: list[str], fk: GraspKinematics):
+    """Per episode at the model's frame rate: gripper openings (T,G), the cube's position (T,3), its place in
+    each gripper's frame (T,G,3), each gripper's orientation (T,G,3,3), and whether it succeeded (T,)."""
+    columns = ["episode_index", "frame_index", "observation.state", "observation.environment_state"]
+    for root in roots:
+        for file in sorted(glob.glob(f"{root}/data/*/*.parquet")):
+            table = pd.read_parquet(file, columns=[*columns, "next.success"])
+            table = table[table.frame_index % STRIDE == 0]
+            for _, frames in table.groupby("episode_index"):
+                state = torch.tensor(np.stack(frames["observation.state"].values))
+                cube = np.stack(frames["observation.environment_state"].values)[:, :3]
+                point, rot = fk(state)
+                rel = (rot.transpose(-1, -2) @ (torch.tensor(cube)[:, None] - point)[..., None])[..., 0]
+                openings = state[:, [6, 13]].numpy()
+                yield openings, cube, rel, rot, frames["next.success"].values.astype(bool)
+
+
+def first_close(opening: np.ndarray, rel: np.ndarray, where: np.ndarray) -> int | None:
+    """The first frame where a gripper open above OPEN is below CLOSING two frames later, the cube within
+    REACH of its grasp point and `where` true; None if there is none."""
+    closes = (opening[:-4] >= OPEN) & (opening[2:-2] < CLOSING) & where[:-4]
+    closes &= np.linalg.norm(rel[:-4], axis=-1) < REACH
+    return int(np.argmax(closes)) if closes.any() else None
+
+
+def grasps(roots: list[str], fk: GraspKinematics) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Table 1's right-hand grasps (margin, offset across the fingers, uprightness, lifted) and table 2's
+    left-hand closes in mid-air (offsets across the fingers and along the third axis, success)."""
+    lifts, takes = [], []
+    for openings, cube, rel, rot, success in episodes(roots, fk):
+        margin = fk.balance_margin(rel, rot)[:, RIGHT].numpy()
+        upright = rot[:, RIGHT, 2, fk.face_axes].norm(dim=-1).numpy()
+        rel = rel.numpy()
+        k = first_close(openings[:, RIGHT], rel[:, RIGHT], cube[:, 2] < RESTING)
+        if k is not None:
+            after = slice(k, k + WINDOW)
+            near = np.linalg.norm(rel[after, RIGHT], axis=-1) < REACH
+            lifted = bool(((cube[after, 2] > LIFTED) & near).any())
+            across = abs(rel[k + 2, RIGHT, fk.closing_axis])
+            lifts.append((margin[k + 2], across, upright[k + 2], lifted))
+        k = first_close(openings[:, LEFT], rel[:, LEFT], cube[:, 2] > AIRBORNE)
+        if k is not None:
+            offset = np.abs(rel[k + 2, LEFT])
+            takes.append((offset[fk.closing_axis], offset[fk.face_axes[1]], bool(success[k:].any())))
+    return (
+        pd.DataFrame(lifts, columns=["margin", "across", "upright", "lifted"]),
+        pd.DataFrame(takes, columns=["across", "third", "success"]),
+    )
+
+
+def binned(values: pd.Series, outcome: pd.Series, bins: list[float]) -> list[dict]:
+    groups = outcome.groupby(pd.cut(values, bins), observed=True).agg(["mean", "count"])
+    return [
+        {
+            "mm": f"{1000 * b.left:g} .. {1000 * b.right:g}",
+            "n": int(r["count"]),
+            "rate": round(float(r["mean"]), 3),
+        }
+        for b, r in groups.iterrows()
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--data", default="outputs/coverage/part0,outputs/coverage/part1,outputs/coverage/part4"
+    )
+    parser.add_argument(
+        "--out", default=str(Path(__file__).parents[1] / "results/archive/grasp_margins.json")
+    )
+    args = parser.parse_args()
+    fk = GraspKinematics(robot_spec("aloha"))
+    lifts, takes = grasps(args.data.split(","), fk)
+    lifts_chosen = lifts[(lifts.across < 0.008) & (lifts.upright > 0.9)]
+    table1 = binned(lifts_chosen.margin, lifts_chosen.lifted, MARGIN_BINS)
+    takes_chosen = takes[takes.third < 0.01]
+    table2 = binned(takes_chosen.across, takes_chosen.success, ACROSS_BINS)
+    for title, rows, what in (
+        (f"1. right-hand grasps of the resting cube, centred across the fingers ({len(lifts_chosen)} of"
+         f" {len(lifts)}): lift rate by the cube centre's margin inside the pads' faces across gravity",
+         table1, "lifted"),
+        (f"2. left-hand closes on the cube in mid-air ({len(takes_chosen)} of {len(takes)}): success by the"
+         " cube centre's offset across the left fingers", table2, "succeeded"),
+    ):  # fmt: skip
+        print_table(
+            title, ["mm", "episodes", what], [[r["mm"], r["n"], f"{100 * r['rate']:.0f} %"] for r in rows]
+        )
+    below = lifts_chosen[lifts_chosen.margin < StateDynamicsHead.BALANCE_MARGIN]
+    margin_mm = 1000 * StateDynamicsHead.BALANCE_MARGIN
+    print(f"below head.balance's margin ({margin_mm:g} mm): {int(below.lifted.sum())} of {len(below)} lifted")
+    balance = {
+        "margin_m": StateDynamicsHead.BALANCE_MARGIN, "grasps": len(lifts), "tabled": len(lifts_chosen),
+        "bins": table1, "below_margin": {"grasps": len(below), "lifted": int(below.lifted.sum())},
+    }  # fmt: skip
+    across = {
+        "across_m": StateDynamicsHead.HOLD_ACROSS, "closes": len(takes), "tabled": len(takes_chosen),
+        "bins": table2,
+    }  # fmt: skip
+    write_json(Path(args.out), {
+        "machine": machine_info(), "data": args.data.split(","), "balance": balance, "hold_across": across,
+    })  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
