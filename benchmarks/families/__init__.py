@@ -13,6 +13,8 @@ success.
 | `camera`        | finds the cube in the top image only, then acts like `waypoint`              |
 | `pincer`        | Cartesian servo on the cube read every step, low side grasp, wrist roll,     |
 |                 | take from above; phases end on arrival, not on a clock                       |
+| `relay`         | velocity-limited Cartesian moves planned per phase, grasp tilted back from   |
+|                 | the far side, low hand-over, left pinches top and bottom faces from the side |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).

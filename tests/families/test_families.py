@@ -37,7 +37,7 @@ def _fingers_xy_at_close(episode: dict) -> tuple[np.ndarray, np.ndarray]:
     return (tips[0][:2] + tips[1][:2]) / 2, cubes[close, :2]
 
 
-@pytest.mark.parametrize("family", ["waypoint", "jointspace", "pincer"])
+@pytest.mark.parametrize("family", ["waypoint", "jointspace", "pincer", "relay"])
 def test_nominal_settings_succeed(family):
     episodes = play(family, {}, initial_poses("id", 3), num_envs=3)
     assert [e["success"] for e in episodes] == [True, True, True]
@@ -98,6 +98,52 @@ def test_pincer_bad_settings_fail_as_described():
     assert all(not e["success"] for e in sluggish)  # the servo does not arrive in time
 
 
+def _tcp(episode: dict, side: str, step: int) -> np.ndarray:
+    """World position of one gripper's tool centre point at `step` of a recorded episode, from MuJoCo's
+    kinematics of the recorded joint state (the TCP sits 12.5 cm out along the gripper link's x axis)."""
+    model = load_model()
+    data = mujoco.MjData(model)
+    data.qpos[0:6], data.qpos[8:14] = episode["states"][step, :6], episode["states"][step, 7:13]
+    mujoco.mj_kinematics(model, data)
+    body = model.body(f"vx300s_{side}/gripper_link").id
+    return data.xpos[body] + data.xmat[body].reshape(3, 3) @ np.array([0.125, 0.0, 0.0])
+
+
+def _first_open(actions: np.ndarray) -> int:
+    """First step at which the right gripper command rises again after it has closed (the release)."""
+    return int(np.nonzero(np.diff(actions[:, 13]) > 0)[0][0]) + 1
+
+
+def test_relay_grasps_tilted_back_and_is_taken_on_top_and_bottom():
+    for episode in play("relay", {}, initial_poses("ood", 3), num_envs=3, record=True):
+        right = _gripper_axes(episode, "right", _first_close(episode["actions"], 13))
+        assert right[2, 0] < -0.9 and right[0, 0] > 0.15  # down, leaning back toward the right arm (+x)
+        assert abs(right[1, 1]) > 0.9  # fingers close across the cube's y faces
+        take = _first_close(episode["actions"], 6)
+        left = _gripper_axes(episode, "left", take)
+        assert left[0, 0] > 0.95 and abs(left[2, 1]) > 0.9  # level along +x, fingers closing vertically
+        assert 0.12 < episode["cubes"][take, 2] < 0.22  # a low hand-over
+        assert _first_open(episode["actions"]) > take + 10  # the right lets go once the left has closed
+        assert episode["success"]
+
+
+def test_relay_knobs_deviate_as_labelled():
+    poses = initial_poses("id", 2)
+    nominal = play("relay", {}, poses, num_envs=2, record=True)
+    high = play("relay", {"left_offset_z": 0.0235, "handover_height": 0.30}, poses, num_envs=2, record=True)
+    early = play("relay", {"release_lead": 60}, poses, num_envs=2, record=True)
+    for good, bad, dropped in zip(nominal, high, early, strict=True):
+        take = _first_close(good["actions"], 6)
+        assert abs(_tcp(good, "left", take)[2] - good["cubes"][take, 2]) < 0.008  # level with the centre
+        low = good["cubes"][take, 2]
+        take = _first_close(bad["actions"], 6)
+        # Presented higher (0.30 is past the tilted wrist's reach: the arm gets as high as it can) ...
+        assert bad["cubes"][take, 2] > low + 0.03
+        assert _tcp(bad, "left", take)[2] - bad["cubes"][take, 2] > 0.015  # ... and taken 2.35 cm too high
+        assert _first_open(dropped["actions"]) < _first_close(dropped["actions"], 6)  # opens first ...
+        assert dropped["max_reward"] >= 2 and not dropped["success"]  # ... and drops the lifted cube
+
+
 def test_top_camera_detector_locates_the_cube():
     poses = np.concatenate([initial_poses("id", 3), initial_poses("ood", 3)])
     with AlohaWorld(WorldConfig(cameras=("top",), num_envs=len(poses))) as world:
@@ -134,6 +180,7 @@ def test_camera_policy_never_reads_the_cube_pose():
         ("waypoint", {"joint_noise": 0.03}),
         ("jointspace", {"calib_std": 0.03}),
         ("pincer", {"joint_noise": 0.03}),
+        ("relay", {"joint_noise": 0.03}),
     ],
 )
 def test_same_seed_same_episode_whatever_the_batch(family, kwargs):
