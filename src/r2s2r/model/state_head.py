@@ -568,7 +568,8 @@ class StateDynamicsHead(nn.Module):
 
     def _holder(self, latent: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Whether a gripper holds the object through this frame (B,) bool, and which (B,) (the nearest such):
-        `_holds` on the members' means, and the gripper starts the frame closed (below HOLD_CLOSED).
+        `_holds` on the members' means, and the gripper starts the frame closed (below HOLD_CLOSED); with
+        `head.pad_holds`, the object between its fingers too (`gripped`).
         `latent` (B,M,·): the frame's start; `state` (B,M,S): its predicted end."""
         L, S = self.cfg.head.latent_dim, self.cfg.state_dim
         _, _, position, rel = self._grasp(latent)
@@ -586,7 +587,8 @@ class StateDynamicsHead(nn.Module):
         (its departure from moving rigidly with its gripper) cut to CARRY_TOLERANCE, the most a recorded
         carry ever departed from it: the carried modes learn only where they won, so elsewhere their
         change is unconstrained (a held, lifted cube was moved 4-5 cm off the fingers, and the script
-        holding it judged the grasp lost and let go)."""
+        holding it judged the grasp lost and let go). With `head.pad_holds`, cut to nothing: the cut change
+        is biased, and over a slow hand-over 5 mm a frame slid the cube 5 cm down the fingers."""
         G, std = self.fk.num_grippers, self.pose_std[:3]
         slip = moved[..., -G:, :3] * std  # (B,M,G,3) metres
         tolerance = 0.0 if self.cfg.head.pad_holds else self.CARRY_TOLERANCE  # pad holds: rigid
