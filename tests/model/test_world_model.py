@@ -921,6 +921,34 @@ def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):
         assert (gain[..., winner] > 0).all() and (gain.argmax(-1) == winner).all()
 
 
+def test_outcome_spread_is_where_the_members_disagree_about_the_outcome(clips):
+    """`outcome_spread`: after a step, the std over ensemble members of each member's own expected object
+    position under its own odds. Free (a 5 mm push along x) or still, the grippers out of reach: the three
+    members giving the push odds 1/2, 3/4, 1/4 expect pushes of 2.5, 3.75, 1.25 mm, std 1.25 mm, though the
+    picked mode moves every member alike (their positions' spread after the step is 0)."""
+    model = _model(clips, head=dict(still_mode=True))
+    head, cfg = model.state_head, model.config
+    L, S, E, K = cfg.head.latent_dim, cfg.state_dim, cfg.env_state_dim, head.modes
+    pose = model.norm("env", torch.tensor([0.05, 0.5, 0.02, 1.0, 0.0, 0.0, 0.0]))
+    state = model.norm("state", torch.tensor([0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.9] * 2))
+    latent = torch.cat([torch.zeros(1, L), state[None], pose[None]], -1)
+    push = torch.zeros(E)
+    push[0] = 0.005 / float(model.env_std[0])
+    free_vs_still = torch.tensor([0.0, math.log(3.0), -math.log(3.0)])  # per member
+    with torch.no_grad():
+        head.dynamics.b2[:, L + S : L + S + K * E] = push.repeat(K)
+        head.dynamics.b2[:, -K:] = 0.0
+        head.dynamics.b2[:, -K] = free_vs_still
+        assert head.outcome_spread() is None  # no step yet
+        nxt = head.step(latent, torch.zeros(1, cfg.chunk_dim), draw=torch.tensor([0.1]))
+        members = model.unnorm("env", head.decode(nxt)["env_state"])[0, :, :3]
+    assert cfg.head.ensemble == 3
+    np.testing.assert_allclose(float(head.outcome_spread(metres=True)[0]), 0.00125, rtol=1e-4)
+    assert float(members.std(0).norm()) < 1e-6
+    head.forget_outcomes()
+    assert head.outcome_spread() is None
+
+
 def test_relative_actions_read_zero_for_an_arm_holding_still(clips):
     """With `relative_actions` the denoiser reads each chunk's targets and their offsets from the proprio of
     the frame the chunk leads from, in units of RELATIVE_UNIT action std: targets equal to the proprio read

@@ -75,7 +75,8 @@ def family_metrics(
 def uncertainty_vs_error(model: WorldModel, episodes: list[dict[str, torch.Tensor]], bins: int = 5) -> dict:
     """Does the head know where it is wrong? Each episode's logged actions are replayed by the state head
     from its first frame (its proprio and object pose), and at every imagined frame the spread of the
-    ensemble members' object positions (m, the uncertainty) is set against the error of their mean (m).
+    ensemble members' object positions, plus that of their own expected positions before the step's mode
+    was picked (`outcome_spread`; m, the uncertainty), is set against the error of their mean (m).
 
     Returns the frames scored, the Spearman correlation of spread and error, and `bins` equal-count bins of
     spread with their mean spread and mean error (a head whose uncertainty rises where the data is thin
@@ -91,7 +92,8 @@ def uncertainty_vs_error(model: WorldModel, episodes: list[dict[str, torch.Tenso
         for t in range(length - 1):
             latent = head.step(latent, chunks[:, t])
             members = model.unnorm("env", head.decode(latent)["env_state"])[..., :3]  # (B,M,3) metres
-            spread.append(members.std(1).norm(dim=-1))
+            outcomes = head.outcome_spread(metres=True)  # where they disagree about the outcome
+            spread.append(members.std(1).norm(dim=-1) + (0.0 if outcomes is None else outcomes))
             error.append((members.mean(1) - env[:, t + 1, :3]).norm(dim=-1))
     s, e = torch.cat(spread).numpy(), torch.cat(error).numpy()
     edges = np.quantile(s, np.linspace(0, 1, bins + 1))

@@ -70,6 +70,7 @@ class StateDynamicsHead(nn.Module):
     def __init__(self, cfg: WorldModelConfig):
         super().__init__()
         self.cfg = cfg
+        self._outcomes = None  # the members' own expected object positions after the last `step`
         L, H = cfg.head.latent_dim, cfg.head.hidden
         self._build_encoder(cfg)  # 1. observation -> latent; the action chunk's embedding
         # With `head.carries_state` the latent is [z (L), proprio (S), object pose (E)]: the normalized
@@ -512,6 +513,7 @@ class StateDynamicsHead(nn.Module):
         if latent.dim() == 2:
             latent = latent[:, None].expand(-1, self.cfg.head.ensemble, -1)  # (B,M,L)
         z, state, poses, logits = self._step_parts(latent, chunk, imagined=True)
+        self._outcomes = None
         if state is None:
             return z
         if poses is None:
@@ -524,7 +526,9 @@ class StateDynamicsHead(nn.Module):
         if self.kinematic:  # no gripper carries an object out of its reach
             far = self._grasp(latent)[3].norm(dim=-1) > self.CARRY_REACH  # (B,M,G)
             logits = logits.masked_fill(F.pad(far, (self.modes - far.shape[-1], 0)), float("-inf"))
-        odds = logits.softmax(-1).mean(1, keepdim=True)  # (B,1,K)
+        own = logits.softmax(-1)  # (B,M,K) each member's own odds
+        self._outcomes = (own[..., None] * poses[..., :3]).sum(-2)  # (B,M,3) its expected next position
+        odds = own.mean(1, keepdim=True)  # (B,1,K)
         if draw is None:
             pick = odds.argmax(-1)
         else:
@@ -745,6 +749,21 @@ class StateDynamicsHead(nn.Module):
         holding = (self.gripped(rel) > 0.5) & (opening < self.HOLD_CLOSED)  # (...,G)
         clear = position[..., 2] > self.fk.table_top + self.fk.object_rest + self.LANDING
         return holding.any(-1) & clear
+
+    def outcome_spread(self, metres: bool = False) -> torch.Tensor | None:
+        """(B,) how far apart the ensemble members' own expected object positions after the last `step` lie
+        (each member's odds over the pose modes, before one mode is picked for all of them): the norm of
+        their std in metres, or its mean over x, y, z in normalized units. The picked mode moves every member
+        alike (a rigid hold, the still mode), so the members' spread after a step misses where they
+        disagree about the outcome; this does not. None before a step or without pose modes."""
+        if self._outcomes is None:
+            return None
+        spread = self._outcomes.std(1)  # (B,3) normalized
+        return (spread * self.pose_std[:3]).norm(dim=-1) if metres else spread.mean(-1)
+
+    def forget_outcomes(self) -> None:
+        """Drop the last step's outcomes (a new imagined episode starts)."""
+        self._outcomes = None
 
     @staticmethod
     def disagreement(decoded: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -143,6 +143,7 @@ class WorldModelEnv:
         if self.model.state_head.modes > 1:
             self.draw = torch.rand(self.num_envs, generator=self.generator, device=self.device)
         decoded = self.model.state_head.decode(self.latent, imagined=True)
+        self.model.state_head.forget_outcomes()  # a new episode: no step behind this frame
         self._read(frame, decoded)
         if self.cfg.env_state_dim and not observed:  # the policy and the checker see the head's start pose
             self.env_state = self.model.unnorm("env", decoded["env_state"].mean(1))
@@ -270,6 +271,9 @@ class WorldModelEnv:
             "head_success": head_prob > 0.5,
         }
         self.uncertainty = self.model.state_head.disagreement(decoded)  # (B,)
+        outcomes = self.model.state_head.outcome_spread()  # the members' disagreement about the outcome
+        if outcomes is not None:
+            self.uncertainty = self.uncertainty + outcomes
         if self.render:
             reward_logits, success_logit = self.model.judge(frame)
             self.reward = reward_logits.argmax(-1).float()  # (B,) staged reward
