@@ -871,6 +871,50 @@ def test_pad_holds_and_held_success_read_the_fingers(clips):
     assert (slip > StateDynamicsHead.CARRY_TOLERANCE - 1e-6).any() and (slip < 0.005 + 1e-6).all()
 
 
+def test_takes_holds_a_cube_a_closing_gripper_grasps_on_the_table(clips):
+    """`head.takes`: a gripper that starts the frame open and ends it closed, with the cube between its pads
+    and balanced there, holds the cube whatever the odds, resting on the table too; without the rule it
+    does not (open at the start, the cube not in mid-air), nor with the cube 2 mm past the balance's reach
+    (still between the pads), nor for a gripper that opens."""
+    with pytest.raises(ValueError, match="head.takes=True needs head.pad_holds=True and head.balance=True"):
+        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, pads=True, holds=True, takes=True))
+    rules = dict(still_mode=True, contact=True, pads=True, holds=True, pad_holds=True, balance=True)
+    model = _model(clips, head={**rules, "takes": True})
+    head, cfg = model.state_head, model.config
+    fk, L, S = head.fk, cfg.head.latent_dim, cfg.state_dim
+    grasp, _ = _contact_probe(model, 5)
+    start, end = torch.tensor(HOME), torch.tensor(HOME)
+    start[6], end[6] = 0.95, 0.5  # the left gripper closes in the frame
+    point, rot = grasp(start)
+    faces = fk.face_axes
+    up = rot[2, faces]
+    across = np.zeros(3)
+    across[faces] = np.array([up[1], -up[0]]) / np.linalg.norm(up)
+    reach = float((fk.face_half.numpy() * np.abs(across[faces])).sum())
+    centre = np.zeros(3)
+    centre[faces] = fk.face_centre.numpy()
+    fk.table_top = float((point + rot @ centre)[2]) - fk.object_rest  # the cube rests on a table there
+
+    def holds(head, offset, before=start, after=end):
+        pose = torch.cat([torch.tensor(point + rot @ offset, dtype=torch.float32), _quaternion(rot)])
+        latent = torch.cat(
+            [torch.zeros(1, L), model.norm("state", before)[None], model.norm("env", pose)[None]], -1
+        )
+        latent = latent[:, None].expand(-1, cfg.head.ensemble, -1)
+        nxt = model.norm("state", after)[None, None].expand(-1, cfg.head.ensemble, -1)
+        held, holder = head._holder(latent, nxt)
+        return bool(held[0]) and int(holder[0]) == 0
+
+    assert holds(head, centre)
+    untaken = _model(clips, head=rules).state_head
+    untaken.fk.table_top = fk.table_top
+    assert not holds(untaken, centre)
+    beyond = centre + (reach + 0.002) * across
+    assert head.between_pads(torch.tensor(beyond, dtype=torch.float32)) > 0.5
+    assert not holds(head, beyond)
+    assert not holds(head, centre, before=end, after=start)  # it opens
+
+
 def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):
     """The still pose mode returns the object pose unchanged whatever the dynamics predict, and training
     teaches its odds exactly where the object did not move; a pushed object teaches the free mode's. Modes:

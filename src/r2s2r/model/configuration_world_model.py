@@ -61,6 +61,10 @@ class StateHeadConfig:
     # With pads and holds, imagined steps: a closed gripper holds the object only between its pads, and
     # rigidly (no slip accumulates frame after frame while it carries it).
     pad_holds: bool = False
+    # With pad_holds and balance: a gripper closing on an object between its pads and balanced there holds
+    # it from that frame on, on the table too (the learnt odds alone can leave it behind when a fast grasp
+    # closes and lifts within one frame).
+    takes: bool = False
     # With pads, imagined steps: success only while a closed gripper holds the object between its pads, clear
     # of the table (the outcome net's success alone can be read where nothing holds it).
     held_success: bool = False
@@ -83,6 +87,8 @@ class StateHeadConfig:
                 raise ValueError(f"head.{rule}=True needs head.pads=True.")
         if self.pad_holds and not self.holds:
             raise ValueError("head.pad_holds=True needs head.holds=True.")
+        if self.takes and not (self.pad_holds and self.balance):
+            raise ValueError("head.takes=True needs head.pad_holds=True and head.balance=True.")
         if self.arm_tracking and not self.arm_targets:
             raise ValueError("head.arm_tracking=True needs head.arm_targets=True.")
 

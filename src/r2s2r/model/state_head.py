@@ -573,17 +573,23 @@ class StateDynamicsHead(nn.Module):
     def _holder(self, latent: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Whether a gripper holds the object through this frame (B,) bool, and which (B,) (the nearest such):
         `_holds` on the members' means, and the gripper starts the frame closed (below HOLD_CLOSED); with
-        `head.pad_holds`, the object between its fingers too (`gripped`).
+        `head.pad_holds`, the object between its fingers too (`gripped`). With `head.takes`, also a gripper
+        that ends the frame closed, not opening, with the object between its pads and balanced at its start
+        (`between_pads`, `balanced`), wherever the object is.
         `latent` (B,M,·): the frame's start; `state` (B,M,S): its predicted end."""
         L, S = self.cfg.head.latent_dim, self.cfg.state_dim
         _, _, position, rel = self._grasp(latent)
         raw = lambda x: x * self.joint_std + self.joint_mean  # noqa: E731
         start, end = raw(latent[..., L : L + S])[..., self.grippers], raw(state)[..., self.grippers]
         reach = rel.norm(dim=-1).mean(1)  # (B,G)
-        able = self._holds(position[..., 2].mean(1)[:, None], reach, (end - start).mean(1))
+        opens = (end - start).mean(1)
+        able = self._holds(position[..., 2].mean(1)[:, None], reach, opens)
         able &= start.mean(1) < self.HOLD_CLOSED
         if self.cfg.head.pad_holds:  # only an object between its fingers
             able &= self.gripped(rel).mean(1) > 0.5
+        if self.cfg.head.takes:  # closing on an object between its pads, balanced there: takes it
+            between = (self.between_pads(rel).mean(1) > 0.5) & (self.balanced(latent).mean(1) > 0.5)
+            able |= between & (end.mean(1) < self.HOLD_CLOSED) & (opens <= self.CARRY_RELEASE)
         return able.any(-1), reach.masked_fill(~able, float("inf")).argmin(-1)
 
     def _rigid_holds(self, moved: torch.Tensor) -> torch.Tensor:

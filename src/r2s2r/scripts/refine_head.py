@@ -38,9 +38,9 @@ closes where the real one would, not a centimetre nearer the object. The fit tak
 with the head; its errors (radians, target alone vs tracked) go into refine.json.
 
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
---stops, --balance, --pad_holds, --held_success, --pad_overlap) on a refined head, fits the tracking model,
-and writes the world model. Other flags must then match the checkpoint's head (they would rebuild it,
-untrained); that is refused.
+--stops, --balance, --pad_holds, --takes, --held_success, --pad_overlap) on a refined head, fits the
+tracking model, and writes the world model. Other flags must then match the checkpoint's head (they would
+rebuild it, untrained); that is refused.
 
 --still_mode adds a pose mode "the cube stays exactly where it is", with its odds; training picks it
 wherever the cube did not move.
@@ -84,6 +84,10 @@ along the fingers' width lifts the cube, one 3 cm along it does not.
 --pad_holds (with --pads and --holds; the same kind of rule): a closed gripper holds the cube in mid-air
 only where the cube lies between its pads, and rigidly: without it a held cube could slip up to 5 mm a
 frame, which added up over a slow hand-over to a cube 5 cm down the fingers.
+
+--takes (with --pad_holds and --balance; the same kind of rule): a gripper that closes on the cube between
+its pads, balanced there, holds it from that frame on, on the table too. The learnt odds alone could leave
+the cube behind when a fast grasp closes and lifts within one frame.
 
 --held_success (with --pads; the same kind of rule): imagined success only while a closed gripper holds
 the cube between its pads, clear of the table. The head's success net reads the geometry of both hands

@@ -95,6 +95,7 @@ class RefineConfig:
     stops: bool = False  # with pads: an imagined closing gripper stops on the object between them
     balance: bool = False  # with pads: an imagined grasp lifts only an object centred over the pads
     pad_holds: bool = False  # with pads and holds: imagined holds only between the pads, rigid
+    takes: bool = False  # with pad_holds and balance: a closing gripper takes a cube between its pads
     held_success: bool = False  # with pads: imagined success only while a gripper holds the object
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
@@ -139,6 +140,7 @@ RULES = (
     "stops",
     "balance",
     "pad_holds",
+    "takes",
     "held_success",
     "pad_overlap",
 )
@@ -188,7 +190,8 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "arm_tracking": cfg.arm_tracking, "still_mode": cfg.still_mode,
             "holds": cfg.holds, "reads_cameras": cfg.cameras, "contact": cfg.contact,
             "pads": cfg.pads, "pad_overlap": cfg.pad_overlap, "falls": cfg.falls, "stops": cfg.stops,
-            "balance": cfg.balance, "pad_holds": cfg.pad_holds, "held_success": cfg.held_success,
+            "balance": cfg.balance, "pad_holds": cfg.pad_holds, "takes": cfg.takes,
+            "held_success": cfg.held_success,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
