@@ -98,7 +98,7 @@ fi
 # The grasp rules (no weights, config only): head_tracking's head with head.balance (a grasp lifts only a
 # cube centred over the pads across gravity: head_balance), and with head.pad_holds (holds only between
 # the fingers, rigid) and head.held_success (imagined success only while a gripper holds the cube) too:
-# head_held.
+# head_held; and head.takes (a gripper closing on a cube between its pads takes it): head_takes.
 rules() {  # rules <name> <head fields set true>
   local out=$D/head_$1
   shift
@@ -113,3 +113,4 @@ c.save(sys.argv[1])' $out.tmp "$@"
 }
 rules balance balance
 rules held balance pad_holds held_success
+rules takes balance pad_holds held_success takes
