@@ -881,7 +881,7 @@ def test_takes_holds_a_cube_a_closing_gripper_grasps_on_the_table(clips):
     rules = dict(still_mode=True, contact=True, pads=True, holds=True, pad_holds=True, balance=True)
     model = _model(clips, head={**rules, "takes": True})
     head, cfg = model.state_head, model.config
-    fk, L, S = head.fk, cfg.head.latent_dim, cfg.state_dim
+    fk, L = head.fk, cfg.head.latent_dim
     grasp, _ = _contact_probe(model, 5)
     start, end = torch.tensor(HOME), torch.tensor(HOME)
     start[6], end[6] = 0.95, 0.5  # the left gripper closes in the frame
