@@ -152,9 +152,10 @@ def main() -> None:
             "training_data": "checked against provenance.json",
             "design_decisions": "none for world_model_blind and the coverage heads without head.contact;"
             " head.contact was designed after waypoint's logs were replayed (generalization.py's design set),"
-            " so its curves here are not held out of design; head.balance (head_balance) was designed after"
-            " head_tracking's grasp_x curve here (a 3 cm grasp lifted the cube) and its margin read from the"
-            " coverage data's grasps, so its curves are design figures too",
+            " so its curves here are not held out of design; the grasp rules (head.balance, head.pad_holds,"
+            " head.held_success, head.takes: head_takes) were designed after head_tracking's curves here (a 3"
+            " cm grasp lifted the cube, a slow hand-over dropped it) and these logs replayed open loop"
+            " (studies/grasp_rules.py), their margins read from the coverage data: design figures too",
         }},
         "target_points": TARGET_POINTS, "models": results,
     })  # fmt: skip
