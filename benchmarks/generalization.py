@@ -44,14 +44,18 @@ options are chosen on, reported as such and never as held out.
 Prerequisites: the ACT runs (`bash benchmarks/held_out_act.sh`).
 Usage:
     python benchmarks/generalization.py --world_models assets/world_model_blind,outputs/coverage/head
-    python benchmarks/generalization.py --families pincer,relay --world_models ...    # the fresh families
+    M=outputs/coverage; python benchmarks/generalization.py --families pincer,relay --per_split 25 \
+        --samples 1 --output_dir outputs/bench/generalization_heldout \
+        --world_models assets/world_model_blind,$M/head_tracking,$M/head_held,$M/head_takes \
+        --out benchmarks/results/generalization_heldout.json        # the fresh families
     python benchmarks/generalization.py --families camera --per_split 5 --no_floor --samples 1 \
         --world_models assets/world_model_small --out benchmarks/results/generalization_camera.json
         # the video path; rendering the logs takes ~12 s an episode on one core
     python benchmarks/generalization.py --families camera --per_split 5 --no_floor --samples 1 --frames head \
         --world_models assets/world_model_small --out benchmarks/results/generalization_camera_head.json
         # frames drawn from the state head's state (--frames=head): the poses-ignored run reads each start's
-        # cube from its first frame, so a head without cameras ranks it too
+        # cube from its first frame, so a head without cameras ranks it too; with the grasp rules'
+        # coverage head: --world_models outputs/coverage/head_takes --out .../generalization_camera_takes.json
     python benchmarks/generalization.py --families scripted --world_models ... --out /tmp/tuning.json
 """
 
