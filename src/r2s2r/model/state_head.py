@@ -348,7 +348,11 @@ class StateDynamicsHead(nn.Module):
         """`head.pads`: (...) in [0,1], how far the object, at rel (...,3) metres in a gripper's frame, lies
         in the box where that gripper's pads close on it (robots/kinematics.py: pad_box, from the MJCF's
         fingers; not learnt), soft at PAD_SOFTNESS."""
-        gap = self.fk.pad_half - (rel - self.fk.pad_centre).abs()
+        return self._boxed(rel, self.fk.pad_half)
+
+    def _boxed(self, rel: torch.Tensor, half: torch.Tensor) -> torch.Tensor:
+        """(...) in [0,1], how far rel (...,3) lies in the box of half-sizes `half` about the pads' centre."""
+        gap = half - (rel - self.fk.pad_centre).abs()
         return torch.sigmoid(gap / self.PAD_SOFTNESS).prod(-1)
 
     def gripped(self, rel: torch.Tensor) -> torch.Tensor:
@@ -357,8 +361,7 @@ class StateDynamicsHead(nn.Module):
         HOLD_ACROSS of the grasp point (closing fingers push an object off the middle into it)."""
         half = self.fk.pad_half.clone()
         half[self.fk.closing_axis] = self.HOLD_ACROSS
-        gap = half - (rel - self.fk.pad_centre).abs()
-        return torch.sigmoid(gap / self.PAD_SOFTNESS).prod(-1)
+        return self._boxed(rel, half)
 
     # m: of the coverage hand-overs where the left fingers closed on the cube this far from their grasp point
     # across them, 95-100 % succeeded within 1.5 cm, 90 % at 1.5-2 cm, 50 % at 2-3 cm, none at 3-3.5 cm
