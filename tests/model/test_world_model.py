@@ -915,6 +915,113 @@ def test_takes_holds_a_cube_a_closing_gripper_grasps_on_the_table(clips):
     assert not holds(head, centre, before=end, after=start)  # it opens
 
 
+def test_grip_servo_follows_the_commands_step_by_step_and_is_fitted(clips):
+    """`head.grip_servo`: each control step closes the gap to the command, less the dead band, by the gain, at
+    most the top speed. With gain 0.5, speed 0.05 and band 0.1: from 1.0 commanded to 0 the fingers move the
+    top speed every step (0.5 * (o - 0.1) >= 0.05 down to o = 0.2), 0.5 in 10 steps; from 0.3 they reach
+    0.25, 0.2, 0.15, 0.125 in four; a command within the band moves nothing. `fit_grip_servo` recovers the
+    servo that made an episode's grippers move, from its frames alone; an imagined free gripper then ends
+    the frame where the servo puts it, not where the nets would."""
+    from r2s2r.training.head import fit_grip_servo
+
+    with pytest.raises(ValueError, match="head.grip_servo=True needs head.pads=True"):
+        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, grip_servo=True))
+    model = _model(clips, head=dict(still_mode=True, contact=True, pads=True, grip_servo=True))
+    head, cfg = model.state_head, model.config
+    assert head.servos and head.grip_servo.tolist() == [0.0, 0.0, 0.0]  # unfitted: nothing moves
+    head.grip_servo.copy_(torch.tensor([0.5, 0.05, 0.1]))
+    zeros = torch.zeros(10, 1)
+    np.testing.assert_allclose(float(head.servo(torch.tensor([1.0]), zeros)), 0.5, atol=1e-6)
+    np.testing.assert_allclose(float(head.servo(torch.tensor([0.3]), zeros[:4])), 0.125, atol=1e-6)
+    assert float(head.servo(torch.tensor([0.3]), torch.full((10, 1), 0.35))) == pytest.approx(0.3)
+    # an episode played by a known servo (gain 0.12, speed 0.04, band 0.06; on the grid), no object logged
+    true = torch.tensor([0.12, 0.04, 0.06])
+    head.grip_servo.copy_(true)
+    gen = torch.Generator().manual_seed(0)
+    K, T = cfg.frame_stride, 30
+    commands = (torch.rand(T, 1, 2, generator=gen) > 0.5).float().expand(T, K, 2).clone()
+    commands[::3] = torch.rand(10, K, 2, generator=gen)  # partial closes too
+    grips = [torch.ones(2)]
+    for t in range(T):
+        grips.append(head.servo(grips[-1], commands[t]))
+    state = torch.tensor(HOME).repeat(T + 1, 1)
+    state[:, head.grippers] = torch.stack(grips)
+    actions = torch.tensor(HOME).repeat(T, K, 1)
+    actions[..., head.grippers] = commands
+    head.grip_servo.zero_()
+    figures = fit_grip_servo(model, [{"observation.state": state, "action": actions}])
+    torch.testing.assert_close(head.grip_servo, true)
+    assert figures["frames"] == 2 * T and figures["median"]["servo"] < 1e-6
+    assert figures["median"]["last_command"] > 0.01
+    # imagined: a free gripper (no cube near) ends the frame at the servo's opening, a training step not
+    start = torch.tensor(HOME)
+    start[6] = 1.0
+    pose = torch.tensor([0.3, 0.9, 0.02, 1.0, 0.0, 0.0, 0.0])  # far from both grippers
+    latent = torch.cat([torch.zeros(1, cfg.head.latent_dim), model.norm("state", start)[None]], -1)
+    latent = torch.cat([latent, model.norm("env", pose)[None]], -1)[:, None]
+    latent = latent.expand(-1, cfg.head.ensemble, -1)
+    raw = torch.tensor(HOME).repeat(K, 1)
+    raw[:, 6] = 0.0
+    chunk = model.norm_chunks(raw)[None]
+    with torch.no_grad():
+        imagined = head._contact_step(latent, chunk, imagined=True)[0][0, :, 0]
+        trained = head._contact_step(latent, chunk)[0][0, :, 0]
+    expected = float(head.servo(torch.tensor([1.0]), torch.zeros(K, 1)))
+    np.testing.assert_allclose(imagined.numpy(), expected, atol=1e-5)
+    assert (trained - expected).abs().min() > 1e-3
+
+
+def test_capture_and_squeeze_decide_whether_a_closing_gripper_takes_the_cube(clips):
+    """`head.capture`: a gripper that starts the frame narrower than the cube (0.4 against 0.61 where its pads
+    meet it square) does not take a cube between its pads (its fingers rest on it), one that starts open
+    does. `head.squeeze`: a gripper commanded to 0.6, 0.01 past where its pads meet the cube, does not take
+    it; commanded to 0.3 it does. The imagined carry logit drops by log sigmoid of each rule's margin over
+    5e-3 (floored at log 1e-4): log sigmoid((0.61 - 0.6 - 0.04) / 0.005) for the light squeeze."""
+    rules = dict(still_mode=True, contact=True, pads=True, holds=True, pad_holds=True, balance=True)
+    rules["takes"] = True
+    plain = _model(clips, head=rules)
+    model = _model(clips, head={**rules, "capture": True, "squeeze": True})
+    head, cfg = model.state_head, model.config
+    fk, L, K = head.fk, cfg.head.latent_dim, cfg.frame_stride
+    grasp, _ = _contact_probe(model, 5)
+    _contact_probe(plain, 5)  # the same weights
+    start = torch.tensor(HOME)
+    start[6] = 0.95
+    point, rot = grasp(start)
+    centre = np.zeros(3)
+    centre[fk.face_axes] = fk.face_centre.numpy()
+    fk.table_top = plain.state_head.fk.table_top = float((point + rot @ centre)[2]) - fk.object_rest
+    pose = torch.cat([torch.tensor(point + rot @ centre, dtype=torch.float32), _quaternion(rot)])
+
+    def outcome(head, opening, command):
+        before, after = start.clone(), start.clone()
+        before[6], after[6] = opening, min(opening, 0.61)  # closed on the cube, or as narrow
+        latent = torch.cat(
+            [torch.zeros(1, L), model.norm("state", before)[None], model.norm("env", pose)[None]], -1
+        )
+        latent = latent[:, None].expand(-1, cfg.head.ensemble, -1)
+        nxt = model.norm("state", after)[None, None].expand(-1, cfg.head.ensemble, -1)
+        raw = before.repeat(K, 1)
+        raw[:, 6] = command
+        chunk = model.norm_chunks(raw)[None]
+        held, holder = head._holder(latent, nxt, chunk)
+        with torch.no_grad():
+            carry = head._contact_step(latent, chunk, imagined=True)[1][0, :, 2]
+        return bool(held[0]) and int(holder[0]) == 0, carry
+
+    at_start = torch.cat([torch.zeros(L), model.norm("state", start), model.norm("env", pose)])
+    stop = float(head.stop_opening(at_start)[0])  # the left gripper
+    assert stop == pytest.approx(0.61, abs=0.01)
+    for opening, command, takes in ((0.95, 0.3, True), (0.4, 0.3, False), (0.95, 0.6, False)):
+        assert outcome(head, opening, command)[0] == takes
+        assert outcome(plain.state_head, opening, command)[0]  # without the rules: every one takes it
+    drop = lambda *a: (outcome(head, *a)[1] - outcome(plain.state_head, *a)[1]).numpy()  # noqa: E731
+    np.testing.assert_allclose(drop(0.95, 0.3), 0.0, atol=1e-3)
+    expected = math.log(torch.sigmoid(torch.tensor((stop - 0.6 - head.SQUEEZE) / head.GRASP_SOFTNESS)))
+    np.testing.assert_allclose(drop(0.95, 0.6), expected, atol=1e-3)
+    np.testing.assert_allclose(drop(0.4, 0.3), math.log(1e-4), atol=1e-3)
+
+
 def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):
     """The still pose mode returns the object pose unchanged whatever the dynamics predict, and training
     teaches its odds exactly where the object did not move; a pushed object teaches the free mode's. Modes:

@@ -68,6 +68,16 @@ class StateHeadConfig:
     # With pads, imagined steps: success only while a closed gripper holds the object between its pads, clear
     # of the table (the outcome net's success alone can be read where nothing holds it).
     held_success: bool = False
+    # With pads, imagined steps: each gripper follows its commands through the frame as a servo fitted to the
+    # data (a gain, a top speed and a dead band per control step; `grip_servo` buffer, fitted not trained),
+    # not as the grasp nets predict from the frame's last command alone.
+    grip_servo: bool = False
+    # With pads, imagined steps (no weights): a gripper carries or takes an object only if it starts the frame
+    # no narrower than the object: closed fingers cannot come round it, they rest on it.
+    capture: bool = False
+    # With pads, imagined steps (no weights): a gripper carries or takes an object only if it is commanded at
+    # least SQUEEZE of its range past where its pads meet the object: a light squeeze lets the object slip.
+    squeeze: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.pose_modes <= 8:
@@ -82,7 +92,7 @@ class StateHeadConfig:
             raise ValueError("head.pads=True needs head.contact=True.")
         if not 0.0 <= self.pad_overlap < 0.05:
             raise ValueError(f"head.pad_overlap={self.pad_overlap} must be in [0, 0.05) m.")
-        for rule in ("stops", "balance", "pad_holds", "held_success"):
+        for rule in ("stops", "balance", "pad_holds", "held_success", "grip_servo", "capture", "squeeze"):
             if getattr(self, rule) and not self.pads:
                 raise ValueError(f"head.{rule}=True needs head.pads=True.")
         if self.pad_holds and not self.holds:

@@ -200,6 +200,10 @@ class StateDynamicsHead(nn.Module):
         self.tracks = bool(self.arm_targets and cfg.head.arm_tracking)
         if self.tracks:  # zeros: exactly the last target until fitted
             self.register_buffer("tracking", torch.zeros(len(self.arm_index), TRACKING_FEATURES))
+        # With `head.grip_servo`, the grippers' servo (gain, top speed, dead band; `fit_grip_servo`, saved).
+        self.servos = bool(cfg.head.grip_servo and cfg.head.contact and self.kinematic)
+        if self.servos:  # zeros: the grippers stay where they are until fitted
+            self.register_buffer("grip_servo", torch.zeros(3))
 
     @property
     def feature_width(self) -> int:
@@ -414,11 +418,52 @@ class StateDynamicsHead(nn.Module):
             carry = carry + self.balanced(latent).clamp_min(1e-4).log()
         rest = self.rest_net(x.flatten(-2))  # (B,M,K-G)
         after = (opening + move)[..., 0]
+        if imagined and self.servos:  # the fingers follow the commands as the fitted servo does
+            after = self.servo(opening[..., 0], self.grip_commands(chunk)[:, None])
+        if imagined and (self.cfg.head.capture or self.cfg.head.squeeze):
+            carry = carry + self.grasp_able(latent, chunk).clamp_min(1e-4).log()
         if self.cfg.head.stops and imagined:
             stop = self.stop_opening(latent)  # (B,M,G)
             wider = (opening[..., 0] >= stop - self.STOP_SLACK).float()  # the fingers are outside the object
             after = after + inside * wider * F.relu(stop - after)
         return after, torch.cat([rest, carry], dim=-1)
+
+    def grip_commands(self, chunk: torch.Tensor) -> torch.Tensor:
+        """(B,K,G) each gripper's raw commanded target at every control step of the chunk (B,C)."""
+        steps = chunk.unflatten(-1, (self.cfg.frame_stride, -1)) * self.command_std + self.command_mean
+        return steps[..., self.grippers]
+
+    def servo(self, opening: torch.Tensor, commands: torch.Tensor) -> torch.Tensor:
+        """`head.grip_servo`: the raw openings (...,G) after following `commands` (...,K,G), one control step
+        at a time: each step closes the gap to the command, less the dead band, by the gain, at most the top
+        speed (`grip_servo`: gain, speed, band; fitted by `fit_grip_servo`)."""
+        gain, speed, band = self.grip_servo.unbind()
+        for k in range(commands.shape[-2]):
+            gap = commands[..., k, :] - opening
+            opening = opening + (gain * gap.sign() * F.relu(gap.abs() - band)).clamp(-speed, speed)
+        return opening
+
+    def grasp_able(self, latent: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        """(B,M,G) in [0,1]: whether each gripper can grasp the object this frame, by `head.capture` (it
+        starts the frame no narrower than the object less STOP_SLACK: closed fingers rest on an object, they
+        do not come round it) and `head.squeeze` (its last command lies at least SQUEEZE below the opening at
+        which its pads meet the object), soft at GRASP_SOFTNESS; 1 where neither rule is on."""
+        L, S = self.cfg.head.latent_dim, self.cfg.state_dim
+        stop = self.stop_opening(latent)  # (B,M,G)
+        able = torch.ones_like(stop)
+        if self.cfg.head.capture:
+            opening = (latent[..., L : L + S] * self.joint_std + self.joint_mean)[..., self.grippers]
+            able = able * torch.sigmoid((opening - stop + self.STOP_SLACK) / self.GRASP_SOFTNESS)
+        if self.cfg.head.squeeze:
+            command = self._commands(chunk)[:, None]  # (B,1,G)
+            able = able * torch.sigmoid((stop - command - self.SQUEEZE) / self.GRASP_SOFTNESS)
+        return able
+
+    # raw opening: of 10,000 coverage grasps of the resting cube (balanced, centred across the fingers)
+    # commanded less than 0.04 past where the pads meet it, 2 % lifted it; 0.04-0.1 past, 20-40 %; over 0.1,
+    # 74-89 % (benchmarks/studies/grasp_margins.py, table 3)
+    SQUEEZE = 0.04
+    GRASP_SOFTNESS = 0.005  # raw opening: how sharply capture and squeeze cut
 
     STOP_SLACK = 0.05  # raw opening: a gripper this far inside the object's width still counts as outside it
 
@@ -538,7 +583,9 @@ class StateDynamicsHead(nn.Module):
             cdf = odds.cumsum(-1)
             pick = (cdf <= draw.to(cdf)[:, None, None]).sum(-1).clamp_max(self.modes - 1)
         if self.cfg.head.holds and self.kinematic:
-            held, holder = self._holder(latent, state)  # (B,) whether a gripper holds the cube, which one
+            held, holder = self._holder(
+                latent, state, chunk
+            )  # (B,) whether a gripper holds the cube, which one
             pick = torch.where(held[:, None], self.modes - self.fk.num_grippers + holder[:, None], pick)
         pick = pick.expand(-1, latent.shape[1])  # (B,M)
         pose = _take(poses, pick)
@@ -573,12 +620,15 @@ class StateDynamicsHead(nn.Module):
         airborne = height - self.fk.table_top > self.CARRY_AIRBORNE
         return airborne & (reach < self.CARRY_REACH) & (opening <= self.CARRY_RELEASE)
 
-    def _holder(self, latent: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _holder(
+        self, latent: torch.Tensor, state: torch.Tensor, chunk: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Whether a gripper holds the object through this frame (B,) bool, and which (B,) (the nearest such):
         `_holds` on the members' means, and the gripper starts the frame closed (below HOLD_CLOSED); with
         `head.pad_holds`, the object between its fingers too (`gripped`). With `head.takes`, also a gripper
         that ends the frame closed, not opening, with the object between its pads and balanced at its start
-        (`between_pads`, `balanced`), wherever the object is.
+        (`between_pads`, `balanced`), wherever the object is, and, with `head.capture` / `head.squeeze`, able
+        to grasp it (`grasp_able`, by the frame's `chunk`).
         `latent` (B,M,·): the frame's start; `state` (B,M,S): its predicted end."""
         L, S = self.cfg.head.latent_dim, self.cfg.state_dim
         _, _, position, rel = self._grasp(latent)
@@ -592,6 +642,8 @@ class StateDynamicsHead(nn.Module):
             able &= self.gripped(rel).mean(1) > 0.5
         if self.cfg.head.takes:  # closing on an object between its pads, balanced there: takes it
             between = (self.between_pads(rel).mean(1) > 0.5) & (self.balanced(latent).mean(1) > 0.5)
+            if chunk is not None and (self.cfg.head.capture or self.cfg.head.squeeze):
+                between &= self.grasp_able(latent, chunk).mean(1) > 0.5
             able |= between & (end.mean(1) < self.HOLD_CLOSED) & (opens <= self.CARRY_RELEASE)
         return able.any(-1), reach.masked_fill(~able, float("inf")).argmin(-1)
 

@@ -97,6 +97,9 @@ class RefineConfig:
     pad_holds: bool = False  # with pads and holds: imagined holds only between the pads, rigid
     takes: bool = False  # with pad_holds and balance: a closing gripper takes a cube between its pads
     held_success: bool = False  # with pads: imagined success only while a gripper holds the object
+    grip_servo: bool = False  # with pads: imagined grippers follow a servo fitted to --data (head.grip_servo)
+    capture: bool = False  # with pads: imagined fingers closed narrower than the cube cannot grasp it
+    squeeze: bool = False  # with pads: an imagined grasp lifts only when commanded past the cube's faces
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
@@ -142,6 +145,9 @@ RULES = (
     "pad_holds",
     "takes",
     "held_success",
+    "grip_servo",
+    "capture",
+    "squeeze",
     "pad_overlap",
 )
 
@@ -191,7 +197,8 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "holds": cfg.holds, "reads_cameras": cfg.cameras, "contact": cfg.contact,
             "pads": cfg.pads, "pad_overlap": cfg.pad_overlap, "falls": cfg.falls, "stops": cfg.stops,
             "balance": cfg.balance, "pad_holds": cfg.pad_holds, "takes": cfg.takes,
-            "held_success": cfg.held_success,
+            "held_success": cfg.held_success, "grip_servo": cfg.grip_servo, "capture": cfg.capture,
+            "squeeze": cfg.squeeze,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
@@ -201,7 +208,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
                 f"than it has (only {', '.join(RULES)} can change without training); give --head.steps."
             )
         model = upgrade_head(model, seed=cfg.head.seed, **fields_)
-    elif not cfg.head.steps and not model.state_head.tracks:
+    elif not cfg.head.steps and not (model.state_head.tracks or model.state_head.servos):
         raise ValueError("--head.steps=0 with --upgrade=false changes nothing; drop --upgrade=false.")
     episodes = [ep for root in cfg.data for ep in read_episodes(root, model, cfg.max_episodes)]
     heldout = read_episodes(cfg.heldout, model) if cfg.heldout else []
@@ -210,6 +217,8 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
         figures["before"] = head_openloop(model, heldout)
     if model.state_head.tracks:
         figures["arm_tracking"] = fit_arm_tracking(model, episodes)
+    if model.state_head.servos:
+        figures["grip_servo"] = fit_grip_servo(model, episodes)
     start = time.perf_counter()
     log = refine_head(model, episodes, cfg.head, partial, settings) if cfg.head.steps else []
     figures["refine_seconds"] = round(time.perf_counter() - start, 1)
@@ -266,6 +275,60 @@ def fit_arm_tracking(
         "frames": len(X),
         "median_rad": {"last_target": before.median().item(), "tracked": after.median().item()},
         "p99_rad": {"last_target": before.quantile(0.99).item(), "tracked": after.quantile(0.99).item()},
+    }
+
+
+SERVO_GRID = {  # per control step, raw opening (0 closed .. 1 open): what `fit_grip_servo` tries
+    "gain": (0.02, 0.05, 0.08, 0.1, 0.12, 0.15, 0.2, 0.3, 0.5, 1.0),
+    "speed": (0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1, 0.15),
+    "band": (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.15),
+}
+
+
+@torch.no_grad()
+def fit_grip_servo(model: WorldModel, episodes: list[dict[str, torch.Tensor]]) -> dict:
+    """Fit `head.grip_servo` (a gain, a top speed and a dead band per control step) to the frames of
+    `episodes` where no object was within CARRY_REACH of a gripper's grasp point, at the frame's start or its
+    end (nothing stopped its fingers), in place: the grid `SERVO_GRID` point with the least mean absolute
+    error of the opening at the frame's end, each frame played step by step from its start. Returns that
+    error's median and 99th percentile for the servo, the frame's last command and no motion, and the fit."""
+    head = model.state_head
+    start, end, commands = [], [], []
+    for ep in episodes:
+        state, chunks = ep["observation.state"].float(), ep["action"].float()  # raw
+        T = min(len(state) - 1, len(chunks))
+        grips = state[:, head.grippers]
+        free = torch.ones(T, len(head.grippers), dtype=torch.bool)
+        if "observation.environment_state" in ep:
+            cube = ep["observation.environment_state"].float()[: T + 1, :3]
+            point = head.fk(state[: T + 1])[0]  # (T+1,G,3)
+            far = (cube[:, None] - point).norm(dim=-1) > head.CARRY_REACH
+            free = far[:-1] & far[1:]
+        start.append(grips[:T][free])
+        end.append(grips[1 : T + 1][free])
+        commands.append(chunks[:T][..., head.grippers].transpose(1, 2)[free])  # (n,K)
+    start, end, commands = torch.cat(start), torch.cat(end), torch.cat(commands)
+    if not len(start):
+        raise ValueError("no frame with the grippers free of the object to fit head.grip_servo on.")
+    best = None
+    for gain in SERVO_GRID["gain"]:
+        for speed in SERVO_GRID["speed"]:
+            for band in SERVO_GRID["band"]:
+                head.grip_servo.copy_(torch.tensor([gain, speed, band]))
+                error = (head.servo(start[:, None], commands[..., None])[:, 0] - end).abs().mean().item()
+                if best is None or error < best[0]:
+                    best = (error, (gain, speed, band))
+    head.grip_servo.copy_(torch.tensor(best[1]))
+    errors = {
+        "servo": (head.servo(start[:, None], commands[..., None])[:, 0] - end).abs(),
+        "last_command": (commands[:, -1] - end).abs(),
+        "no_motion": (start - end).abs(),
+    }
+    return {
+        "frames": len(start),
+        "gain_speed_band": list(best[1]),
+        "median": {k: round(v.median().item(), 4) for k, v in errors.items()},
+        "p99": {k: round(v.quantile(0.99).item(), 4) for k, v in errors.items()},
     }
 
 
