@@ -37,7 +37,7 @@ import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's G
 from common import machine_info, print_table, write_json  # noqa: E402
 
 # isort: split
-from r2s2r.model.state_head import StateDynamicsHead  # noqa: E402
+from r2s2r.model.state_head import StateDynamicsHead, _quat_matrix  # noqa: E402
 from r2s2r.robots.kinematics import GraspKinematics  # noqa: E402
 from r2s2r.robots.spec import robot_spec  # noqa: E402
 
@@ -46,23 +46,32 @@ LEFT, RIGHT = 0, 1  # the grippers' indices among the grasp frames
 OPEN, CLOSING, RESTING, AIRBORNE, REACH, LIFTED, WINDOW = 0.8, 0.75, 0.035, 0.08, 0.08, 0.07, 25
 MARGIN_BINS = [-0.1, -0.01, -0.005, 0.0, 0.003, 0.006, 0.01, 0.02, 0.1]
 ACROSS_BINS = [0.0, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.08]
+DEPTH_BINS = [-1.0, -0.05, 0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 1.0]  # raw opening
 
 
 def episodes(roots: list[str], fk: GraspKinematics):
     """Per episode at the model's frame rate: gripper openings (T,G), the cube's position (T,3), its place in
-    each gripper's frame (T,G,3), each gripper's orientation (T,G,3,3), and whether it succeeded (T,)."""
-    columns = ["episode_index", "frame_index", "observation.state", "observation.environment_state"]
+    each gripper's frame (T,G,3), each gripper's orientation (T,G,3,3), each gripper's squeeze depth (T,G)
+    and whether it succeeded (T,)."""
+    columns = ["episode_index", "frame_index", "observation.state", "observation.environment_state", "action"]
     for root in roots:
         for file in sorted(glob.glob(f"{root}/data/*/*.parquet")):
             table = pd.read_parquet(file, columns=[*columns, "next.success"])
             table = table[table.frame_index % STRIDE == 0]
             for _, frames in table.groupby("episode_index"):
                 state = torch.tensor(np.stack(frames["observation.state"].values))
-                cube = np.stack(frames["observation.environment_state"].values)[:, :3]
+                pose = np.stack(frames["observation.environment_state"].values)
+                cube = pose[:, :3]
                 point, rot = fk(state)
                 rel = (rot.transpose(-1, -2) @ (torch.tensor(cube)[:, None] - point)[..., None])[..., 0]
                 openings = state[:, [6, 13]].numpy()
-                yield openings, cube, rel, rot, frames["next.success"].values.astype(bool)
+                faces = _quat_matrix(torch.tensor(pose[:, 3:7]).float())  # the cube's axes (T,3,3)
+                across = (faces.transpose(-1, -2)[:, None] @ rot[..., :, 1:2])[..., 0].abs().sum(-1)
+                depth = (
+                    fk.opening_at(fk.object_rest * across).numpy()
+                    - np.stack(frames["action"].values)[:, [6, 13]]
+                )  # how far past the pads' meeting the cube each gripper is commanded (T,G)
+                yield openings, cube, rel, rot, depth, frames["next.success"].values.astype(bool)
 
 
 def first_close(opening: np.ndarray, rel: np.ndarray, where: np.ndarray) -> int | None:
@@ -77,7 +86,7 @@ def grasps(roots: list[str], fk: GraspKinematics) -> tuple[pd.DataFrame, pd.Data
     """Table 1's right-hand grasps (margin, offset across the fingers, uprightness, lifted) and table 2's
     left-hand closes in mid-air (offsets across the fingers and along the third axis, success)."""
     lifts, takes = [], []
-    for openings, cube, rel, rot, success in episodes(roots, fk):
+    for openings, cube, rel, rot, depth, success in episodes(roots, fk):
         margin = fk.balance_margin(rel, rot)[:, RIGHT].numpy()
         upright = rot[:, RIGHT, 2, fk.face_axes].norm(dim=-1).numpy()
         rel = rel.numpy()
@@ -87,13 +96,13 @@ def grasps(roots: list[str], fk: GraspKinematics) -> tuple[pd.DataFrame, pd.Data
             near = np.linalg.norm(rel[after, RIGHT], axis=-1) < REACH
             lifted = bool(((cube[after, 2] > LIFTED) & near).any())
             across = abs(rel[k + 2, RIGHT, fk.closing_axis])
-            lifts.append((margin[k + 2], across, upright[k + 2], lifted))
+            lifts.append((margin[k + 2], across, upright[k + 2], depth[k + 3, RIGHT], lifted))
         k = first_close(openings[:, LEFT], rel[:, LEFT], cube[:, 2] > AIRBORNE)
         if k is not None:
             offset = np.abs(rel[k + 2, LEFT])
             takes.append((offset[fk.closing_axis], offset[fk.face_axes[1]], bool(success[k:].any())))
     return (
-        pd.DataFrame(lifts, columns=["margin", "across", "upright", "lifted"]),
+        pd.DataFrame(lifts, columns=["margin", "across", "upright", "depth", "lifted"]),
         pd.DataFrame(takes, columns=["across", "third", "success"]),
     )
 
@@ -127,12 +136,17 @@ def main() -> None:
     table1 = binned(lifts_chosen.margin, lifts_chosen.lifted, MARGIN_BINS)
     takes_chosen = takes[takes.third < 0.01]
     table2 = binned(takes_chosen.across, takes_chosen.success, ACROSS_BINS)
+    squeezed = lifts[(lifts.margin > 0.006) & (lifts.across < 0.008)]
+    table3 = binned(squeezed.depth, squeezed.lifted, DEPTH_BINS)
     for title, rows, what in (
         (f"1. right-hand grasps of the resting cube, centred across the fingers ({len(lifts_chosen)} of"
          f" {len(lifts)}): lift rate by the cube centre's margin inside the pads' faces across gravity",
          table1, "lifted"),
         (f"2. left-hand closes on the cube in mid-air ({len(takes_chosen)} of {len(takes)}): success by the"
          " cube centre's offset across the left fingers", table2, "succeeded"),
+        (f"3. right-hand grasps of the resting cube, balanced and centred ({len(squeezed)} of {len(lifts)}):"
+         " lift rate by how far past the pads' meeting the cube the gripper is commanded (x1000, raw"
+         " opening)", table3, "lifted"),
     ):  # fmt: skip
         print_table(
             title, ["mm", "episodes", what], [[r["mm"], r["n"], f"{100 * r['rate']:.0f} %"] for r in rows]
@@ -148,8 +162,16 @@ def main() -> None:
         "across_m": StateDynamicsHead.HOLD_ACROSS, "closes": len(takes), "tabled": len(takes_chosen),
         "bins": table2,
     }  # fmt: skip
+    light = squeezed[squeezed.depth < StateDynamicsHead.SQUEEZE]
+    print(f"below head.squeeze's depth ({StateDynamicsHead.SQUEEZE:g}): {int(light.lifted.sum())} of"
+          f" {len(light)} lifted")  # fmt: skip
+    squeeze = {
+        "depth": StateDynamicsHead.SQUEEZE, "tabled": len(squeezed), "bins": table3,
+        "below_depth": {"grasps": len(light), "lifted": int(light.lifted.sum())},
+    }  # fmt: skip
     write_json(Path(args.out), {
         "machine": machine_info(), "data": args.data.split(","), "balance": balance, "hold_across": across,
+        "squeeze": squeeze,
     })  # fmt: skip
 
 
