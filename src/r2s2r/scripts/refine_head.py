@@ -38,8 +38,9 @@ closes where the real one would, not a centimetre nearer the object. The fit tak
 with the head; its errors (radians, target alone vs tracked) go into refine.json.
 
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
---stops, --balance, --pad_holds, --takes, --held_success, --pad_overlap) on a refined head, fits the
-tracking model, and writes the world model. Other flags must then match the checkpoint's head (they would
+--stops, --balance, --pad_holds, --takes, --held_success, --grip_servo, --capture, --squeeze,
+--pad_overlap) on a refined head, fits the tracking model and the grippers' servo, and writes the world
+model. Other flags must then match the checkpoint's head (they would
 rebuild it, untrained); that is refused.
 
 --still_mode adds a pose mode "the cube stays exactly where it is", with its odds; training picks it
@@ -93,6 +94,21 @@ the cube behind when a fast grasp closes and lifts within one frame.
 the cube between its pads, clear of the table. The head's success net reads the geometry of both hands
 and can report success for a cube that nothing holds (one falling from a hand-over that missed).
 
+--grip_servo (with --pads; head.grip_servo; imagined steps only): each gripper follows its commands through
+the frame, control step by control step, as a servo fitted to --data: each step closes the gap to the
+command, less a dead band, by a gain, at most a top speed (the grid point with the least error on the
+frames where no object was near that gripper). The grasp nets read only the frame's last command: they
+closed a free gripper by 0.1 of its range per frame where the reference world closes it by 0.5. The fit
+and its error (servo, last command, no motion) go into refine.json.
+
+--capture (with --pads; imagined steps only, no weights, switchable in config.json): a gripper takes or
+carries the cube only if it starts the frame no narrower than the cube (its opening where the pads meet
+it, less 0.05): fingers that closed too early rest on the cube, they do not come round it.
+
+--squeeze (with --pads; the same kind of rule): a gripper takes or carries the cube only if its last
+command lies at least 0.04 of its range past the opening where its pads meet the cube. In the coverage
+data, 2 % of grasps commanded less than that lifted the cube (benchmarks/studies/grasp_margins.py).
+
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds; each imagined episode of WorldModelEnv follows one, drawn once by the odds.
 Training scores the alternative nearest the truth (winner takes all).
@@ -136,6 +152,14 @@ def refine_main(cfg: RefineConfig) -> int:
             f"arm tracking fitted on {f['frames']} frames: arm-joint error median / 99th percentile "
             f"{f['median_rad']['last_target']:.4f} / {f['p99_rad']['last_target']:.4f} rad at the last "
             f"target, {f['median_rad']['tracked']:.4f} / {f['p99_rad']['tracked']:.4f} rad tracked"
+        )
+    if "grip_servo" in figures:
+        f = figures["grip_servo"]
+        gain, speed, band = f["gain_speed_band"]
+        print(
+            f"grippers' servo fitted on {f['frames']} free frames: gain {gain:g}, top speed {speed:g}, dead "
+            f"band {band:g} per control step; opening error 99th percentile {f['p99']['servo']:.3f} "
+            f"(the last command {f['p99']['last_command']:.3f}, no motion {f['p99']['no_motion']:.3f})"
         )
     rows = [(k, figures[k]) for k in ("before", "after", "after_cameras_only") if k in figures]
     if rows:
