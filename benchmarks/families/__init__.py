@@ -15,6 +15,9 @@ success.
 |                 | take from above; phases end on arrival, not on a clock                       |
 | `relay`         | velocity-limited Cartesian moves planned per phase, grasp tilted back from   |
 |                 | the far side, low hand-over, left pinches top and bottom faces from the side |
+| `retry`         | joint-filtered setpoint, steep grasp checked from the cube pose and retried  |
+|                 | with the measured miss corrected; cube tipped a quarter turn at a high       |
+|                 | hand-over, left takes from above and checks its take by its finger opening   |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
