@@ -37,7 +37,7 @@ def _fingers_xy_at_close(episode: dict) -> tuple[np.ndarray, np.ndarray]:
     return (tips[0][:2] + tips[1][:2]) / 2, cubes[close, :2]
 
 
-@pytest.mark.parametrize("family", ["waypoint", "jointspace", "pincer", "relay"])
+@pytest.mark.parametrize("family", ["waypoint", "jointspace", "pincer", "relay", "retry"])
 def test_nominal_settings_succeed(family):
     episodes = play(family, {}, initial_poses("id", 3), num_envs=3)
     assert [e["success"] for e in episodes] == [True, True, True]
@@ -142,6 +142,58 @@ def test_relay_knobs_deviate_as_labelled():
         assert _tcp(bad, "left", take)[2] - bad["cubes"][take, 2] > 0.015  # ... and taken 2.35 cm too high
         assert _first_open(dropped["actions"]) < _first_close(dropped["actions"], 6)  # opens first ...
         assert dropped["max_reward"] >= 2 and not dropped["success"]  # ... and drops the lifted cube
+
+
+def _closes(actions: np.ndarray, column: int) -> np.ndarray:
+    """Steps at which a gripper command (column 6: left, 13: right) starts to close from fully open."""
+    command = actions[:, column]
+    return np.nonzero((command[1:] < 0.99) & (command[:-1] >= 0.99))[0] + 1
+
+
+def _right_fingers_xy(episode: dict, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """Midpoint (x, y) of the right fingers and the cube's (x, y) at `step`, from MuJoCo's kinematics of the
+    recorded joint state, as `_fingers_xy_at_close` measures them."""
+    model = load_model()
+    data = mujoco.MjData(model)
+    states = episode["states"]
+    finger = FINGER_CLOSE + states[step, 13] * (FINGER_OPEN - FINGER_CLOSE)
+    data.qpos[8:16] = np.concatenate([states[step, 7:13], [finger, -finger]])
+    mujoco.mj_kinematics(model, data)
+    tips = [data.geom_xpos[model.geom(f"vx300s_right/10_{s}_gripper_finger").id] for s in ("left", "right")]
+    return (tips[0][:2] + tips[1][:2]) / 2, episode["cubes"][step, :2]
+
+
+def test_retry_misses_then_corrects_its_grasp():
+    poses = initial_poses("id", 2)
+    rescued = play("retry", {"grasp_offset_x": 0.05}, poses, num_envs=2, record=True)
+    single = play("retry", {"grasp_offset_x": 0.05, "max_attempts": 1}, poses, num_envs=2, record=True)
+    blind = play("retry", {"grasp_offset_x": 0.05, "correct_miss": False}, poses, num_envs=2, record=True)
+    for ours, once, same in zip(rescued, single, blind, strict=True):
+        first, second = _closes(ours["actions"], 13)  # closes, opens and closes again: exactly two tries
+        # The finger midpoint sits ~1.5 cm off the cube centre on a good steep grasp (nominal: 1.5 cm).
+        assert np.linalg.norm(np.subtract(*_right_fingers_xy(ours, first))) > 0.05  # the biased try misses
+        assert np.linalg.norm(np.subtract(*_right_fingers_xy(ours, second))) < 0.02  # the corrected lands
+        assert ours["success"]
+        assert len(_closes(once["actions"], 13)) == 1  # max_attempts=1: no second try
+        # Without the correction every try comes down on the same miss, and the cube never leaves the table.
+        assert len(_closes(same["actions"], 13)) == 3
+        for close in _closes(same["actions"], 13):
+            assert np.linalg.norm(np.subtract(*_right_fingers_xy(same, close))) > 0.03
+        assert same["max_reward"] < 2
+
+
+def test_retry_left_checks_its_take_by_the_finger_opening():
+    poses = initial_poses("ood", 2)
+    rescued = play("retry", {"left_offset_z": 0.05}, poses, num_envs=2, record=True)
+    single = play("retry", {"left_offset_z": 0.05, "left_attempts": 1}, poses, num_envs=2, record=True)
+    for ours, once in zip(rescued, single, strict=True):
+        first, second = _closes(ours["actions"], 6)
+        above = [_tcp(ours, "left", t)[2] - ours["cubes"][t, 2] for t in (first, second)]
+        assert above[0] > 0.045 and abs(above[1]) < 0.025  # 5 cm high, then on the cube
+        # What the left checks, 16 steps after it starts closing: fingers shut on air, then held apart.
+        assert ours["states"][first + 15, 6] < 0.3 < ours["states"][second + 15, 6]
+        assert ours["success"]
+        assert len(_closes(once["actions"], 6)) == 1 and not once["success"]  # one try: the cube is dropped
 
 
 def test_top_camera_detector_locates_the_cube():
