@@ -1022,6 +1022,67 @@ def test_capture_and_squeeze_decide_whether_a_closing_gripper_takes_the_cube(cli
     np.testing.assert_allclose(drop(0.4, 0.3), math.log(1e-4), atol=1e-3)
 
 
+def test_capture_plays_the_frame_step_by_step_and_held_cubes_turn_with_the_gripper(clips):
+    """`head.capture` over a frame in which the left arm swings its pads onto a resting cube (the shoulder
+    from -0.3 rad to home in the last of its 5 control steps): fingers kept open (0.75) capture it; fingers
+    commanded shut from the first step have closed (0.05 a step, to 0.5) below the cube's width (0.61) by
+    the time it comes between them, and do not. `head.turns`: a held cube keeps its orientation in the
+    frame of a gripper that rolls 0.3 rad (and so turns in the world)."""
+    from r2s2r.model.state_head import _matrix_quat, _quat_matrix, _quat_product
+
+    q = torch.nn.functional.normalize(torch.randn(64, 4, generator=torch.Generator().manual_seed(1)), dim=-1)
+    torch.testing.assert_close(_quat_matrix(_matrix_quat(_quat_matrix(q))), _quat_matrix(q))
+    torch.testing.assert_close(
+        _quat_matrix(_quat_product(q[:32], q[32:])), _quat_matrix(q[:32]) @ _quat_matrix(q[32:])
+    )
+    rules = dict(still_mode=True, contact=True, pads=True, holds=True, pad_holds=True, balance=True)
+    more = dict(takes=True, capture=True, grip_servo=True, turns=True, arm_targets=True)
+    model = _model(clips, head={**rules, **more})
+    head, cfg = model.state_head, model.config
+    fk, L, K = head.fk, cfg.head.latent_dim, cfg.frame_stride
+    head.grip_servo.copy_(torch.tensor([0.15, 0.05, 0.06]))
+    home = torch.tensor(HOME)
+    home[6] = 0.75  # open wider than the cube (0.61)
+    point, rot = (x[0] for x in fk(home))  # the left gripper (fk's first)
+    centre = (point + rot @ fk.pad_centre).float()
+    pose = torch.cat([centre, _matrix_quat(rot)])  # square to the fingers
+    start = home.clone()
+    start[1] -= 0.3
+    share = torch.tensor([0.0] * (K - 1) + [1.0])  # it swings in the frame's last control step
+    steps = start + (home - start) * share[:, None]  # (K,S) targets
+
+    def rel(joints):
+        p, r = (x[0] for x in fk(joints))
+        return r.T @ (centre - p)
+
+    assert K == 5 and head.gripped(rel(start)) < 0.5 and head.gripped(rel(home)) > 0.5  # it comes between
+    latent = torch.cat(
+        [torch.zeros(1, L), model.norm("state", start)[None], model.norm("env", pose)[None]], -1
+    )
+    latent = latent[:, None].expand(-1, cfg.head.ensemble, -1)
+    for command, captures in ((1.0, True), (0.0, False)):
+        raw = steps.clone()
+        raw[:, 6] = command
+        captured, meets = head.sweep(latent, model.norm_chunks(raw)[None])
+        assert bool(captured[0, 0]) == captures and bool(meets[0, 0])
+    # turns: the left wrist rolls 0.3 rad with the cube held at its pads in mid-air
+    held = home.clone()
+    held[6] = 0.6
+    rolled = held.clone()
+    rolled[5] += 0.3
+    latent = torch.cat(
+        [torch.zeros(1, L), model.norm("state", held)[None], model.norm("env", pose)[None]], -1
+    )
+    latent = latent[:, None].expand(-1, cfg.head.ensemble, -1)
+    raw = rolled.repeat(K, 1)
+    with torch.no_grad():
+        after = model.unnorm("env", head.decode(head.step(latent, model.norm_chunks(raw)[None]))["env_state"])
+    r1 = fk(model.unnorm("state", head.decode(head.step(latent, model.norm_chunks(raw)[None]))["state"]))[1]
+    in_gripper = r1[0, 0, 0].T @ _quat_matrix(after[0, 0, 3:7])
+    torch.testing.assert_close(in_gripper, torch.eye(3), atol=2e-3, rtol=0)  # square to the fingers still
+    assert (_quat_matrix(after[0, 0, 3:7]) - rot.float()).abs().max() > 0.1  # it did turn in the world
+
+
 def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):
     """The still pose mode returns the object pose unchanged whatever the dynamics predict, and training
     teaches its odds exactly where the object did not move; a pushed object teaches the free mode's. Modes:

@@ -78,6 +78,9 @@ class StateHeadConfig:
     # With pads, imagined steps (no weights): a gripper carries or takes an object only if it is commanded at
     # least SQUEEZE of its range past where its pads meet the object: a light squeeze lets the object slip.
     squeeze: bool = False
+    # With pad_holds, imagined steps (no weights): a held object turns rigidly with its gripper (without it
+    # the free modes' predicted turn, which drifted through a carry until the fingers met it askew).
+    turns: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.pose_modes <= 8:
@@ -95,6 +98,8 @@ class StateHeadConfig:
         for rule in ("stops", "balance", "pad_holds", "held_success", "grip_servo", "capture", "squeeze"):
             if getattr(self, rule) and not self.pads:
                 raise ValueError(f"head.{rule}=True needs head.pads=True.")
+        if self.turns and not self.pad_holds:
+            raise ValueError("head.turns=True needs head.pad_holds=True.")
         if self.pad_holds and not self.holds:
             raise ValueError("head.pad_holds=True needs head.holds=True.")
         if self.takes and not (self.pad_holds and self.balance):

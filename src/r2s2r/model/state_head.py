@@ -133,6 +133,7 @@ class StateDynamicsHead(nn.Module):
             self.fk = GraspKinematics(spec, cfg.head.pad_overlap)
             self.grippers = list(spec.gripper_indices)  # proprio index of each gripper (fk's order)
             self._memo = None  # the last latent _grasp read, and what it found
+            self._captured = None  # the last latent `sweep` read, and what it found
             self.modes += self.fk.num_grippers
             relations = 4 * self.fk.num_grippers
         if self.still:  # 1 for the modes whose predicted change moves the object, 0 for the still one
@@ -418,8 +419,18 @@ class StateDynamicsHead(nn.Module):
             carry = carry + self.balanced(latent).clamp_min(1e-4).log()
         rest = self.rest_net(x.flatten(-2))  # (B,M,K-G)
         after = (opening + move)[..., 0]
-        if imagined and self.servos:  # the fingers follow the commands as the fitted servo does
-            after = self.servo(opening[..., 0], self.grip_commands(chunk)[:, None])
+        captured = None
+        if imagined and self.cfg.head.capture:  # the frame's control steps, one by one
+            captured, meets = self.sweep(latent, chunk)
+            self._captured = (latent, captured)
+        if imagined and self.servos:  # fingers that do not close on the object follow the fitted servo
+            free_close = self.servo(opening[..., 0], self.grip_commands(chunk)[:, None])
+            if captured is not None:  # those that meet it open round it, stopped by it
+                grasp = (captured & meets)[:, None].float()
+                after = torch.maximum(after, self.stop_opening(latent) - self.STOP_SLACK * (1 - grasp))
+            else:
+                grasp = self._boxed(self._grasp(latent)[3], self.fk.pad_half + self.SERVO_CLEAR)
+            after = grasp * after + (1 - grasp) * free_close
         if imagined and (self.cfg.head.capture or self.cfg.head.squeeze):
             carry = carry + self.grasp_able(latent, chunk).clamp_min(1e-4).log()
         if self.cfg.head.stops and imagined:
@@ -427,6 +438,40 @@ class StateDynamicsHead(nn.Module):
             wider = (opening[..., 0] >= stop - self.STOP_SLACK).float()  # the fingers are outside the object
             after = after + inside * wider * F.relu(stop - after)
         return after, torch.cat([rest, carry], dim=-1)
+
+    def sweep(self, latent: torch.Tensor, chunk: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`head.capture`: play the frame's control steps one by one, the arms at each step's target and the
+        fingers as the servo moves them (`grip_servo`; at the last target without it), the object where it
+        starts (the members' mean). Returns, per gripper (B,G) bool: whether it captures the object (where
+        the object first lies between its pads in the frame, it is open wider than the object less
+        STOP_SLACK; where it lies there from the frame's start, wider less CAPTURE_SLACK), and whether the
+        object lies between its pads at some step of the frame. Fingers that closed before the object came
+        between them rest on it and do not grasp it."""
+        L, S = self.cfg.head.latent_dim, self.cfg.state_dim
+        _, rot0, position, rel0 = self._grasp(latent)
+        targets = chunk.unflatten(-1, (self.cfg.frame_stride, -1)) * self.command_std + self.command_mean
+        start = (latent[..., L : L + S] * self.joint_std + self.joint_mean).mean(1)  # (B,S)
+        grips = targets[..., self.grippers]  # (B,K,G) without a servo: at the command
+        if self.servos:
+            opening, steps = start[:, self.grippers], []
+            for k in range(targets.shape[1]):
+                opening = self.servo(opening, targets[:, k : k + 1, self.grippers])
+                steps.append(opening)
+            grips = torch.stack(steps, 1)
+        joints = targets.index_copy(-1, self.grip_index, grips)  # (B,K,S)
+        point, rot = self.fk(joints)  # (B,K,G,3), (B,K,G,3,3)
+        cube = position.mean(1)[:, None, None]  # (B,1,1,3)
+        rel = (rot.transpose(-1, -2) @ (cube - point)[..., None])[..., 0]  # (B,K,G,3)
+        faces = self._object_axes(latent)[:, 0, None, None]  # (B,1,1,3,3)
+        across = (faces.transpose(-1, -2) @ rot[..., :, 1:2])[..., 0].abs().sum(-1)
+        stop = self.fk.opening_at(self.fk.object_rest * across)  # (B,K,G)
+        inside = self.gripped(rel) > 0.5  # (B,K,G) between the fingers: closing, they push it to the pads
+        first = inside.float().argmax(1, keepdim=True)  # the first step with the object between the pads
+        wide = (grips - stop + self.STOP_SLACK).gather(1, first)[:, 0] >= 0  # (B,G)
+        already = self.gripped(rel0).mean(1) > 0.5  # (B,G) from the frame's start
+        stop0 = self.stop_opening(latent).mean(1)
+        wide0 = start[:, self.grippers] >= stop0 - self.CAPTURE_SLACK
+        return torch.where(already, wide0, wide), inside.any(1) | already
 
     def grip_commands(self, chunk: torch.Tensor) -> torch.Tensor:
         """(B,K,G) each gripper's raw commanded target at every control step of the chunk (B,C)."""
@@ -445,15 +490,15 @@ class StateDynamicsHead(nn.Module):
 
     def grasp_able(self, latent: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
         """(B,M,G) in [0,1]: whether each gripper can grasp the object this frame, by `head.capture` (it
-        starts the frame no narrower than the object less STOP_SLACK: closed fingers rest on an object, they
-        do not come round it) and `head.squeeze` (its last command lies at least SQUEEZE below the opening at
-        which its pads meet the object), soft at GRASP_SOFTNESS; 1 where neither rule is on."""
-        L, S = self.cfg.head.latent_dim, self.cfg.state_dim
+        captures the object in the frame's control steps: `sweep`) and `head.squeeze` (its last command lies
+        at least SQUEEZE below the opening at which its pads meet the object, soft at GRASP_SOFTNESS); 1
+        where neither rule is on."""
         stop = self.stop_opening(latent)  # (B,M,G)
         able = torch.ones_like(stop)
         if self.cfg.head.capture:
-            opening = (latent[..., L : L + S] * self.joint_std + self.joint_mean)[..., self.grippers]
-            able = able * torch.sigmoid((opening - stop + self.STOP_SLACK) / self.GRASP_SOFTNESS)
+            memo = self._captured
+            captured = memo[1] if memo is not None and memo[0] is latent else self.sweep(latent, chunk)[0]
+            able = able * captured[:, None].float()
         if self.cfg.head.squeeze:
             command = self._commands(chunk)[:, None]  # (B,1,G)
             able = able * torch.sigmoid((stop - command - self.SQUEEZE) / self.GRASP_SOFTNESS)
@@ -463,8 +508,13 @@ class StateDynamicsHead(nn.Module):
     # commanded less than 0.04 past where the pads meet it, 2 % lifted it; 0.04-0.1 past, 20-40 %; over 0.1,
     # 74-89 % (benchmarks/studies/grasp_margins.py, table 3)
     SQUEEZE = 0.04
+    # raw opening: the grasp nets end a gripper holding the cube up to 0.1 inside its width (0.5-0.6 for 0.61)
+    CAPTURE_SLACK = 0.15
     GRASP_SOFTNESS = 0.005  # raw opening: how sharply capture and squeeze cut
 
+    # m: an object this near the pads' box (any way) may meet the fingers within the frame, as they close
+    # and the arm moves: there the grasp nets say how far the fingers close, elsewhere the servo
+    SERVO_CLEAR = 0.01
     STOP_SLACK = 0.05  # raw opening: a gripper this far inside the object's width still counts as outside it
 
     def balanced(self, latent: torch.Tensor) -> torch.Tensor:
@@ -523,7 +573,10 @@ class StateDynamicsHead(nn.Module):
             carried = point + (rot @ rel[..., None])[..., 0]  # (B,M,G,3) metres
             carried = (carried - self.pose_mean[:3]) / self.pose_std[:3]
             F_ = self.modes - carried.shape[-2]  # the carried modes are the last G
-            base = torch.cat([base[..., :F_, :], torch.cat([carried, base[..., F_:, 3:]], dim=-1)], dim=-2)
+            turned = base[..., F_:, 3:]
+            if imagined and self.cfg.head.turns and E >= 7:  # a held object turns with its gripper
+                turned = self._turned(latent, rot, turned)
+            base = torch.cat([base[..., :F_, :], torch.cat([carried, turned], dim=-1)], dim=-2)
         moved = change[..., L + S : L + S + K * E].unflatten(-1, (K, E))
         if self.kinematic and self.cfg.head.holds and imagined:
             moved = self._rigid_holds(moved)
@@ -532,6 +585,17 @@ class StateDynamicsHead(nn.Module):
         if contact is not None:
             logits = contact[1]
         return z, state, poses, logits
+
+    def _turned(self, latent: torch.Tensor, rot: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
+        """`head.turns`, imagined: the normalized pose past the position (B,M,G,E-3) of the object carried
+        by each gripper, its orientation turned as that gripper turns from the frame's start (latent
+        (B,M,·)) to its end (rot (B,M,G,3,3)); the rest as it was."""
+        mean, std = self.pose_mean[3:7], self.pose_std[3:7]
+        before = pose[..., :4] * std + mean  # (B,M,G,4)
+        turn = _matrix_quat(rot @ self._grasp(latent)[1].transpose(-1, -2))  # (B,M,G,4)
+        after = _quat_product(turn, before / before.norm(dim=-1, keepdim=True).clamp_min(1e-9))
+        after = torch.where((after * before).sum(-1, keepdim=True) < 0, -after, after)  # nearest sign
+        return torch.cat([(after - mean) / std, pose[..., 4:]], dim=-1)
 
     def arm_targets_of(self, chunk: torch.Tensor) -> torch.Tensor:
         """The chunk's (B,C) commanded arm-joint targets (B,K,A), in radians (K: control steps per frame)."""
@@ -658,7 +722,8 @@ class StateDynamicsHead(nn.Module):
         slip = moved[..., -G:, :3] * std  # (B,M,G,3) metres
         tolerance = 0.0 if self.cfg.head.pad_holds else self.CARRY_TOLERANCE  # pad holds: rigid
         scale = (tolerance / slip.norm(dim=-1, keepdim=True).clamp_min(1e-9)).clamp_max(1.0)
-        carried = torch.cat([slip * scale / std, moved[..., -G:, 3:]], dim=-1)
+        turn = moved[..., -G:, 3:] * (0.0 if self.cfg.head.turns else 1.0)  # turns: as its gripper does
+        carried = torch.cat([slip * scale / std, turn], dim=-1)
         return torch.cat([moved[..., :-G, :], carried], dim=-2)
 
     def _on_table(self, latent: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
@@ -842,6 +907,44 @@ def _quat_matrix(q: torch.Tensor) -> torch.Tensor:
         (2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)),
     )
     return torch.stack([torch.stack(r, dim=-1) for r in rows], dim=-2)
+
+
+def _matrix_quat(m: torch.Tensor) -> torch.Tensor:
+    """(w, x, y, z) unit quaternions (...,4) of rotation matrices (...,3,3): of the four ways to read one,
+    the one with the largest (best conditioned) leading component."""
+    t = m.diagonal(dim1=-2, dim2=-1)
+    candidates = torch.stack(
+        [
+            torch.stack([1 + t.sum(-1), m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0],
+                         m[..., 1, 0] - m[..., 0, 1]], -1),
+            torch.stack([m[..., 2, 1] - m[..., 1, 2], 1 + t[..., 0] - t[..., 1] - t[..., 2],
+                         m[..., 0, 1] + m[..., 1, 0], m[..., 0, 2] + m[..., 2, 0]], -1),
+            torch.stack([m[..., 0, 2] - m[..., 2, 0], m[..., 0, 1] + m[..., 1, 0],
+                         1 - t[..., 0] + t[..., 1] - t[..., 2], m[..., 1, 2] + m[..., 2, 1]], -1),
+            torch.stack([m[..., 1, 0] - m[..., 0, 1], m[..., 0, 2] + m[..., 2, 0],
+                         m[..., 1, 2] + m[..., 2, 1], 1 - t[..., 0] - t[..., 1] + t[..., 2]], -1),
+        ],
+        -2,
+    )  # (...,4,4): row i has 4 q_i q_j; its i-th entry is 4 q_i^2  # fmt: skip
+    best = candidates.diagonal(dim1=-2, dim2=-1).argmax(-1)  # (...)
+    q = candidates.gather(-2, best[..., None, None].expand(*best.shape, 1, 4))[..., 0, :]
+    q = q / q.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return torch.where(q[..., :1] < 0, -q, q)
+
+
+def _quat_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The Hamilton product a b of (w, x, y, z) quaternions (...,4): the rotation b, then a."""
+    aw, ax, ay, az = a.unbind(-1)
+    bw, bx, by, bz = b.unbind(-1)
+    return torch.stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ],
+        -1,
+    )
 
 
 def pose_error(pred: torch.Tensor, truth: torch.Tensor) -> torch.Tensor:

@@ -100,6 +100,7 @@ class RefineConfig:
     grip_servo: bool = False  # with pads: imagined grippers follow a servo fitted to --data (head.grip_servo)
     capture: bool = False  # with pads: imagined fingers closed narrower than the cube cannot grasp it
     squeeze: bool = False  # with pads: an imagined grasp lifts only when commanded past the cube's faces
+    turns: bool = False  # with pad_holds: an imagined held cube turns rigidly with its gripper
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
@@ -148,6 +149,7 @@ RULES = (
     "grip_servo",
     "capture",
     "squeeze",
+    "turns",
     "pad_overlap",
 )
 
@@ -198,7 +200,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "pads": cfg.pads, "pad_overlap": cfg.pad_overlap, "falls": cfg.falls, "stops": cfg.stops,
             "balance": cfg.balance, "pad_holds": cfg.pad_holds, "takes": cfg.takes,
             "held_success": cfg.held_success, "grip_servo": cfg.grip_servo, "capture": cfg.capture,
-            "squeeze": cfg.squeeze,
+            "squeeze": cfg.squeeze, "turns": cfg.turns,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
