@@ -38,7 +38,7 @@ closes where the real one would, not a centimetre nearer the object. The fit tak
 with the head; its errors (radians, target alone vs tracked) go into refine.json.
 
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
---stops, --balance, --pad_holds, --takes, --held_success, --grip_servo, --capture, --squeeze,
+--stops, --balance, --pad_holds, --takes, --held_success, --grip_servo, --capture, --squeeze, --turns,
 --pad_overlap) on a refined head, fits the tracking model and the grippers' servo, and writes the world
 model. Other flags must then match the checkpoint's head (they would
 rebuild it, untrained); that is refused.
@@ -101,13 +101,21 @@ frames where no object was near that gripper). The grasp nets read only the fram
 closed a free gripper by 0.1 of its range per frame where the reference world closes it by 0.5. The fit
 and its error (servo, last command, no motion) go into refine.json.
 
---capture (with --pads; imagined steps only, no weights, switchable in config.json): a gripper takes or
-carries the cube only if it starts the frame no narrower than the cube (its opening where the pads meet
-it, less 0.05): fingers that closed too early rest on the cube, they do not come round it.
+--capture (with --pads; imagined steps only, no weights, switchable in config.json): each frame's control
+steps are played one by one (the arms at each step's target, the fingers as the servo moves them, the cube
+where it starts), and a gripper takes or carries the cube only if it is open wider than the cube (less
+0.05 of its range) at the step where the cube first comes between its fingers; where the cube is there
+from the frame's start, only if it starts the frame no narrower than the cube less 0.15. Fingers that
+closed too early rest on the cube; they do not come round it. A gripper that captures the cube stops
+on it.
 
 --squeeze (with --pads; the same kind of rule): a gripper takes or carries the cube only if its last
 command lies at least 0.04 of its range past the opening where its pads meet the cube. In the coverage
 data, 2 % of grasps commanded less than that lifted the cube (benchmarks/studies/grasp_margins.py).
+
+--turns (with --pad_holds; the same kind of rule): a held cube turns rigidly with its gripper. Without it
+the cube's turn came from the free modes' prediction, and over a slow carry it drifted until the other
+hand's fingers met it askew.
 
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds; each imagined episode of WorldModelEnv follows one, drawn once by the odds.
