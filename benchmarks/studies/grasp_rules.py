@@ -12,6 +12,8 @@ benchmarks/results/archive/grasp_rules_openloop.json.
 
 Usage:
     python benchmarks/studies/grasp_rules.py        # ~5 minutes; needs response_curves.py's logs
+    M=outputs/coverage; python benchmarks/studies/grasp_rules.py --world_models $M/head_takes,$M/head_servo \
+        --out benchmarks/results/archive/grasp_rules_servo.json    # the servo, capture, squeeze and turns
 """
 
 from __future__ import annotations
