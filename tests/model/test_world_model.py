@@ -1083,6 +1083,56 @@ def test_capture_plays_the_frame_step_by_step_and_held_cubes_turn_with_the_gripp
     assert (_quat_matrix(after[0, 0, 3:7]) - rot.float()).abs().max() > 0.1  # it did turn in the world
 
 
+def test_doubt_rises_at_the_balance_edge_and_stays_for_the_episode(clips):
+    """`head.doubt` (with `head.balance`): a cube between the left fingers whose centre lies exactly
+    BALANCE_MARGIN inside the pads' faces is on the rule's edge, and the uncertainty (`outcome_spread`, m)
+    rises by DOUBT_SCALE over the same head without doubt; 5 mm further in, by DOUBT_SCALE * exp(-1); the
+    doubt stays when the next frames are clear of the edge, and a new episode (`forget_outcomes`) drops it."""
+    with pytest.raises(ValueError, match="head.doubt=True needs head.pads=True"):
+        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, doubt=True))
+    rules = dict(still_mode=True, contact=True, pads=True, balance=True)
+    plain, model = _model(clips, head=rules), _model(clips, head={**rules, "doubt": True})
+    head, cfg = model.state_head, model.config
+    fk, L = head.fk, cfg.head.latent_dim
+    grasp, _ = _contact_probe(model, 5)
+    _contact_probe(plain, 5)
+    state = torch.tensor(HOME)
+    state[6] = 0.95
+    point, rot = grasp(state)
+    faces = fk.face_axes
+    up = rot[2, faces]
+    across = np.zeros(3)
+    across[faces] = np.array([up[1], -up[0]]) / np.linalg.norm(up)
+    reach = float((fk.face_half.numpy() * np.abs(across[faces])).sum())
+    centre = np.zeros(3)
+    centre[faces] = fk.face_centre.numpy()
+    chunk = model.norm_chunks(state.repeat(cfg.frame_stride, 1))[None]
+
+    def latent(offset):
+        pose = torch.cat([torch.tensor(point + rot @ offset, dtype=torch.float32), _quaternion(rot)])
+        return torch.cat(
+            [torch.zeros(1, L), model.norm("state", state)[None], model.norm("env", pose)[None]], -1
+        )
+
+    def rise(*offsets):
+        for h in (head, plain.state_head):
+            h.forget_outcomes()
+            for offset in offsets:
+                with torch.no_grad():
+                    h.step(latent(offset), chunk)
+        return float(head.outcome_spread(metres=True) - plain.state_head.outcome_spread(metres=True))
+
+    edge = centre + (reach - StateDynamicsHead.BALANCE_MARGIN) * across  # 3 mm inside the faces
+    inside = edge - 0.005 * across
+    scale = StateDynamicsHead.DOUBT_SCALE
+    assert rise(edge) == pytest.approx(scale, abs=1e-3 * scale)
+    assert rise(inside) == pytest.approx(scale * math.exp(-1), rel=1e-2)
+    assert rise(centre) < 1e-3 * scale  # 3 cm from the edge
+    assert rise(edge, centre, centre) == pytest.approx(scale, abs=1e-3 * scale)  # it stays
+    head.forget_outcomes()
+    assert head.outcome_spread(metres=True) is None
+
+
 def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):
     """The still pose mode returns the object pose unchanged whatever the dynamics predict, and training
     teaches its odds exactly where the object did not move; a pushed object teaches the free mode's. Modes:

@@ -89,6 +89,7 @@ def uncertainty_vs_error(model: WorldModel, episodes: list[dict[str, torch.Tenso
         feats = torch.stack([trunk_features(model, ep)[0] for ep in group])  # (B,F)
         latent = head.encode_features(feats, state, model.norm("env", env[:, 0]))
         chunks = torch.stack([model.norm_chunks(ep["action"].float()) for ep in group])  # (B,T-1,C)
+        head.forget_outcomes()  # new episodes
         for t in range(length - 1):
             latent = head.step(latent, chunks[:, t])
             members = model.unnorm("env", head.decode(latent)["env_state"])[..., :3]  # (B,M,3) metres

@@ -81,6 +81,10 @@ class StateHeadConfig:
     # With pad_holds, imagined steps (no weights): a held object turns rigidly with its gripper (without it
     # the free modes' predicted turn, which drifted through a carry until the fingers met it askew).
     turns: bool = False
+    # With pads, imagined steps (no weights): the uncertainty rises where an episode's grasp came near the
+    # edge of a grasp rule that is on (balance, squeeze, capture, the hold across the fingers), and stays up
+    # for the rest of the episode: the rules decide with certainty where the data says either outcome.
+    doubt: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.pose_modes <= 8:
@@ -95,7 +99,16 @@ class StateHeadConfig:
             raise ValueError("head.pads=True needs head.contact=True.")
         if not 0.0 <= self.pad_overlap < 0.05:
             raise ValueError(f"head.pad_overlap={self.pad_overlap} must be in [0, 0.05) m.")
-        for rule in ("stops", "balance", "pad_holds", "held_success", "grip_servo", "capture", "squeeze"):
+        for rule in (
+            "stops",
+            "balance",
+            "pad_holds",
+            "held_success",
+            "grip_servo",
+            "capture",
+            "squeeze",
+            "doubt",
+        ):
             if getattr(self, rule) and not self.pads:
                 raise ValueError(f"head.{rule}=True needs head.pads=True.")
         if self.turns and not self.pad_holds:

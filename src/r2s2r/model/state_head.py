@@ -71,6 +71,7 @@ class StateDynamicsHead(nn.Module):
         super().__init__()
         self.cfg = cfg
         self._outcomes = None  # the members' own expected object positions after the last `step`
+        self._doubt = None  # head.doubt: how near a grasp rule's edge the episode has come (B,)
         L, H = cfg.head.latent_dim, cfg.head.hidden
         self._build_encoder(cfg)  # 1. observation -> latent; the action chunk's embedding
         # With `head.carries_state` the latent is [z (L), proprio (S), object pose (E)]: the normalized
@@ -134,6 +135,7 @@ class StateDynamicsHead(nn.Module):
             self.grippers = list(spec.gripper_indices)  # proprio index of each gripper (fk's order)
             self._memo = None  # the last latent _grasp read, and what it found
             self._captured = None  # the last latent `sweep` read, and what it found
+            self._capture_slack = None  # the last sweep's margins (raw opening) at capture
             self.modes += self.fk.num_grippers
             relations = 4 * self.fk.num_grippers
         if self.still:  # 1 for the modes whose predicted change moves the object, 0 for the still one
@@ -467,11 +469,12 @@ class StateDynamicsHead(nn.Module):
         stop = self.fk.opening_at(self.fk.object_rest * across)  # (B,K,G)
         inside = self.gripped(rel) > 0.5  # (B,K,G) between the fingers: closing, they push it to the pads
         first = inside.float().argmax(1, keepdim=True)  # the first step with the object between the pads
-        wide = (grips - stop + self.STOP_SLACK).gather(1, first)[:, 0] >= 0  # (B,G)
+        slack = (grips - stop + self.STOP_SLACK).gather(1, first)[:, 0]  # (B,G) >= 0: open round it
         already = self.gripped(rel0).mean(1) > 0.5  # (B,G) from the frame's start
         stop0 = self.stop_opening(latent).mean(1)
-        wide0 = start[:, self.grippers] >= stop0 - self.CAPTURE_SLACK
-        return torch.where(already, wide0, wide), inside.any(1) | already
+        slack = torch.where(already, start[:, self.grippers] - stop0 + self.CAPTURE_SLACK, slack)
+        self._capture_slack = slack
+        return slack >= 0, inside.any(1) | already
 
     def grip_commands(self, chunk: torch.Tensor) -> torch.Tensor:
         """(B,K,G) each gripper's raw commanded target at every control step of the chunk (B,C)."""
@@ -626,6 +629,8 @@ class StateDynamicsHead(nn.Module):
             latent = latent[:, None].expand(-1, self.cfg.head.ensemble, -1)  # (B,M,L)
         z, state, poses, logits = self._step_parts(latent, chunk, imagined=True)
         self._outcomes = None
+        if self.cfg.head.doubt and self.kinematic and self.contact:
+            self._track_doubt(latent, chunk)
         if state is None:
             return z
         if poses is None:
@@ -881,15 +886,50 @@ class StateDynamicsHead(nn.Module):
         (each member's odds over the pose modes, before one mode is picked for all of them): the norm of
         their std in metres, or its mean over x, y, z in normalized units. The picked mode moves every member
         alike (a rigid hold, the still mode), so the members' spread after a step misses where they
-        disagree about the outcome; this does not. None before a step or without pose modes."""
+        disagree about the outcome; this does not. With `head.doubt`, plus DOUBT_SCALE (m) times the
+        episode's doubt (`_track_doubt`). None before a step or without pose modes."""
         if self._outcomes is None:
             return None
         spread = self._outcomes.std(1)  # (B,3) normalized
-        return (spread * self.pose_std[:3]).norm(dim=-1) if metres else spread.mean(-1)
+        out = (spread * self.pose_std[:3]).norm(dim=-1) if metres else spread.mean(-1)
+        if self._doubt is not None and self._doubt.shape == out.shape:  # head.doubt
+            scale = self.DOUBT_SCALE if metres else self.DOUBT_SCALE / self.pose_std[:3].mean()
+            out = out + scale * self._doubt
+        return out
 
     def forget_outcomes(self) -> None:
-        """Drop the last step's outcomes (a new imagined episode starts)."""
+        """Drop the last step's outcomes and the episode's doubt (a new imagined episode starts)."""
         self._outcomes = None
+        self._doubt = None
+
+    # head.doubt: how far from each rule's edge a grasp is still in doubt (a Gaussian of this width), and
+    # the uncertainty (m) full doubt adds: a grasp decided the wrong way puts the cube centimetres off
+    DOUBT_WIDTH = {"balance": 0.005, "squeeze": 0.04, "capture": 0.1, "across": 0.005}
+    DOUBT_SCALE = 0.05
+
+    def _track_doubt(self, latent: torch.Tensor, chunk: torch.Tensor) -> None:
+        """`head.doubt`: the episode's doubt (B,) in [0,1], the most it has been: for each gripper with the
+        object between its fingers (`gripped`) at a frame's start, how near its grasp lies to the edge of
+        each rule that is on (1 on the edge, falling as a Gaussian of DOUBT_WIDTH)."""
+        _, rot, _, rel = self._grasp(latent)
+        near = self.gripped(rel).mean(1) > 0.5  # (B,G)
+        edges = []
+        if self.cfg.head.balance:
+            margin = self.fk.balance_margin(rel, rot).mean(1) - self.BALANCE_MARGIN
+            edges.append((margin / self.DOUBT_WIDTH["balance"]).pow(2))
+        if self.cfg.head.squeeze:
+            depth = self.stop_opening(latent).mean(1) - self._commands(chunk) - self.SQUEEZE
+            edges.append((depth / self.DOUBT_WIDTH["squeeze"]).pow(2))
+        if self.cfg.head.capture and self._capture_slack is not None:
+            edges.append((self._capture_slack / self.DOUBT_WIDTH["capture"]).pow(2))
+        if self.cfg.head.pad_holds:
+            across = (rel[..., self.fk.closing_axis] - self.fk.pad_centre[self.fk.closing_axis]).abs()
+            edges.append(((across.mean(1) - self.HOLD_ACROSS) / self.DOUBT_WIDTH["across"]).pow(2))
+        if not edges:
+            return
+        now = (torch.exp(-torch.stack(edges).amin(0)) * near).amax(-1)  # (B,)
+        keep = self._doubt is not None and self._doubt.shape == now.shape
+        self._doubt = torch.maximum(self._doubt, now) if keep else now
 
     @staticmethod
     def disagreement(decoded: dict[str, torch.Tensor]) -> torch.Tensor:

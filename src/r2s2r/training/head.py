@@ -101,6 +101,7 @@ class RefineConfig:
     capture: bool = False  # with pads: imagined fingers closed narrower than the cube cannot grasp it
     squeeze: bool = False  # with pads: an imagined grasp lifts only when commanded past the cube's faces
     turns: bool = False  # with pad_holds: an imagined held cube turns rigidly with its gripper
+    doubt: bool = False  # with pads: uncertainty rises where a grasp comes near a grasp rule's edge
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
@@ -150,6 +151,7 @@ RULES = (
     "capture",
     "squeeze",
     "turns",
+    "doubt",
     "pad_overlap",
 )
 
@@ -200,7 +202,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "pads": cfg.pads, "pad_overlap": cfg.pad_overlap, "falls": cfg.falls, "stops": cfg.stops,
             "balance": cfg.balance, "pad_holds": cfg.pad_holds, "takes": cfg.takes,
             "held_success": cfg.held_success, "grip_servo": cfg.grip_servo, "capture": cfg.capture,
-            "squeeze": cfg.squeeze, "turns": cfg.turns,
+            "squeeze": cfg.squeeze, "turns": cfg.turns, "doubt": cfg.doubt,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
