@@ -116,12 +116,13 @@ rules held balance pad_holds held_success
 rules takes balance pad_holds held_success takes
 # The grippers' servo fitted to the coverage data (head.grip_servo), head.capture (each frame's control steps
 # played: fingers shut before the cube comes between them rest on it), head.squeeze (a light squeeze lifts
-# nothing) and head.turns (a held cube turns with its gripper), with head_takes' rules: head_servo. The arms'
-# tracking is fitted again on the same frames (the same fit).
+# nothing) and head.turns (a held cube turns with its gripper), with head_takes' rules, and head.doubt (the
+# uncertainty rises near the rules' edges): head_servo. The arms' tracking is fitted again on the same
+# frames (the same fit).
 if [ ! -f $D/head_servo/refine.json ]; then
   $BIN/r2s2r-refine-head --checkpoint=$D/head_tracking --cameras=false --still_mode=true \
     --holds=true --contact=true --pads=true --falls=true --arm_tracking=true --head.steps=0 \
     --balance=true --pad_holds=true --held_success=true --takes=true \
-    --grip_servo=true --capture=true --squeeze=true --turns=true \
+    --grip_servo=true --capture=true --squeeze=true --turns=true --doubt=true \
     --max_episodes=1000 --data="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]" --output_dir=$D/head_servo
 fi

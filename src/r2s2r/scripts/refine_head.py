@@ -39,7 +39,7 @@ with the head; its errors (radians, target alone vs tracked) go into refine.json
 
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
 --stops, --balance, --pad_holds, --takes, --held_success, --grip_servo, --capture, --squeeze, --turns,
---pad_overlap) on a refined head, fits the tracking model and the grippers' servo, and writes the world
+--doubt, --pad_overlap) on a refined head, fits the tracking model and the grippers' servo, and writes the world
 model. Other flags must then match the checkpoint's head (they would
 rebuild it, untrained); that is refused.
 
@@ -116,6 +116,12 @@ data, 2 % of grasps commanded less than that lifted the cube (benchmarks/studies
 --turns (with --pad_holds; the same kind of rule): a held cube turns rigidly with its gripper. Without it
 the cube's turn came from the free modes' prediction, and over a slow carry it drifted until the other
 hand's fingers met it askew.
+
+--doubt (with --pads; no weights, switchable in config.json): the uncertainty an imagined episode reports
+rises where one of its grasps came near the edge of a grasp rule that is on (the balance margin, the
+squeeze depth, the capture, the hold across the fingers), as a Gaussian of the distance to that edge, and
+stays up for the rest of the episode. The rules decide with certainty where the data says either outcome
+can happen.
 
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds; each imagined episode of WorldModelEnv follows one, drawn once by the odds.
