@@ -370,6 +370,14 @@ class StateDynamicsHead(nn.Module):
         half[self.fk.closing_axis] = self.HOLD_ACROSS
         return self._boxed(rel, half)
 
+    def meets(self, rel: torch.Tensor) -> torch.Tensor:
+        """(...) in [0,1], how far an object at rel (...,3) metres in a gripper's frame lies where closing
+        fingers meet it: `gripped`'s box grown by `head.pad_overlap` (any overlap of the pads with the object
+        at all, not the overlap a grasp needs to carry it)."""
+        half = self.fk.pad_half.clone()
+        half[self.fk.closing_axis] = self.HOLD_ACROSS
+        return self._boxed(rel, half + self.cfg.head.pad_overlap)
+
     # m: of the coverage hand-overs where the left fingers closed on the cube this far from their grasp point
     # across them, 95-100 % succeeded within 1.5 cm, 90 % at 1.5-2 cm, 50 % at 2-3 cm, none at 3-3.5 cm
     # (benchmarks/studies/grasp_margins.py)
@@ -467,10 +475,10 @@ class StateDynamicsHead(nn.Module):
         faces = self._object_axes(latent)[:, 0, None, None]  # (B,1,1,3,3)
         across = (faces.transpose(-1, -2) @ rot[..., :, 1:2])[..., 0].abs().sum(-1)
         stop = self.fk.opening_at(self.fk.object_rest * across)  # (B,K,G)
-        inside = self.gripped(rel) > 0.5  # (B,K,G) between the fingers: closing, they push it to the pads
+        inside = self.meets(rel) > 0.5  # (B,K,G) between the fingers: closing, they push it to the pads
         first = inside.float().argmax(1, keepdim=True)  # the first step with the object between the pads
         slack = (grips - stop + self.STOP_SLACK).gather(1, first)[:, 0]  # (B,G) >= 0: open round it
-        already = self.gripped(rel0).mean(1) > 0.5  # (B,G) from the frame's start
+        already = self.meets(rel0).mean(1) > 0.5  # (B,G) from the frame's start
         stop0 = self.stop_opening(latent).mean(1)
         slack = torch.where(already, start[:, self.grippers] - stop0 + self.CAPTURE_SLACK, slack)
         self._capture_slack = slack
