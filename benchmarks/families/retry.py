@@ -317,16 +317,16 @@ def make_policy(**kwargs) -> RetryPolicy:
 
 # Named settings for measure.py; measured success rates are in the docstring below and in measured.json.
 FAMILY_SETTINGS: dict[str, dict] = {
-    "retry_nominal": {},
-    "retry_offset_rescued": {"grasp_offset_x": 0.05},
-    "retry_left_high_rescued": {"left_offset_z": 0.05},
-    "retry_lagging": {"filter_gain": 0.05},
-    "retry_servo_noise": {"joint_noise": 0.03},
-    "retry_servo_noise_heavy": {"joint_noise": 0.04},
-    "retry_check_never": {"check_rise": 0.2},
-    "retry_offset_single": {"grasp_offset_x": 0.05, "max_attempts": 1},
-    "retry_offset_uncorrected": {"grasp_offset_x": 0.05, "correct_miss": False},
-    "retry_left_high_single": {"left_offset_z": 0.05, "left_attempts": 1},
+    "nominal": {},
+    "offset_rescued": {"grasp_offset_x": 0.05},
+    "left_high_rescued": {"left_offset_z": 0.05},
+    "lagging": {"filter_gain": 0.05},
+    "servo_noise": {"joint_noise": 0.03},
+    "servo_noise_heavy": {"joint_noise": 0.04},
+    "check_never": {"check_rise": 0.2},
+    "offset_single": {"grasp_offset_x": 0.05, "max_attempts": 1},
+    "offset_uncorrected": {"grasp_offset_x": 0.05, "correct_miss": False},
+    "left_high_single": {"left_offset_z": 0.05, "left_attempts": 1},
 }
 """Named settings of `retry`, from nominal to hopeless. Measured success in the reference world
 (`python benchmarks/families/measure.py --families retry --episodes 50 --detector-poses 0`, 50 ID + 50 OOD
@@ -334,16 +334,16 @@ episodes each, seed 0; also in measured.json):
 
 | setting                  | what goes wrong                                                | ID    | OOD   |
 |--------------------------|----------------------------------------------------------------|-------|-------|
-| retry_nominal            | nothing                                                        | 50/50 | 50/50 |
-| retry_offset_rescued     | grasp aimed 5 cm off in x: the first try misses, the retry     | 50/50 | 50/50 |
+| nominal                  | nothing                                                        | 50/50 | 50/50 |
+| offset_rescued           | grasp aimed 5 cm off in x: the first try misses, the retry     | 50/50 | 50/50 |
 |                          | corrects by the measured miss and holds                        |       |       |
-| retry_left_high_rescued  | left take 5 cm too high: it shuts on air, sees it, comes again | 50/50 | 50/50 |
-| retry_servo_noise        | slowly varying joint noise, std 0.03 rad (some tries retried)  | 43/50 | 39/50 |
-| retry_lagging            | joint filter at 0.05 per step: the arm lags, phases time out   | 42/50 | 40/50 |
-| retry_servo_noise_heavy  | the same noise, std 0.04 rad                                   | 29/50 | 21/50 |
-| retry_check_never        | the check wants a 20 cm rise after a 5 cm lift: every grasp is | 27/50 | 5/50  |
+| left_high_rescued        | left take 5 cm too high: it shuts on air, sees it, comes again | 50/50 | 50/50 |
+| servo_noise              | slowly varying joint noise, std 0.03 rad (some tries retried)  | 43/50 | 39/50 |
+| lagging                  | joint filter at 0.05 per step: the arm lags, phases time out   | 42/50 | 40/50 |
+| servo_noise_heavy        | the same noise, std 0.04 rad                                   | 29/50 | 21/50 |
+| check_never              | the check wants a 20 cm rise after a 5 cm lift: every grasp is | 27/50 | 5/50  |
 |                          | dropped and retried, the third carried: time runs short       |       |       |
-| retry_offset_single      | the 5 cm miss with one try only: it carries what it snagged    | 12/50 | 10/50 |
-| retry_offset_uncorrected | the 5 cm miss retried at the same biased point, three times    | 0/50  | 0/50  |
-| retry_left_high_single   | the 5 cm high take with one try: the right lets go of the cube | 0/50  | 0/50  |
+| offset_single            | the 5 cm miss with one try only: it carries what it snagged    | 12/50 | 10/50 |
+| offset_uncorrected       | the 5 cm miss retried at the same biased point, three times    | 0/50  | 0/50  |
+| left_high_single         | the 5 cm high take with one try: the right lets go of the cube | 0/50  | 0/50  |
 """
