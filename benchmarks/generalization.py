@@ -138,7 +138,8 @@ KEPT_OUT_OF = {
         " design set only; each of its successive choices is ranked here once, and no pincer figure fed a"
         " decision (the grasp rules included: head_held and head_takes, designed on waypoint's response"
         " curves, the design set's logs and the coverage data, each ranked here once, head_held before"
-        " head_takes was chosen on the design set, not on this family)",
+        " head_takes was chosen on the design set, not on this family; head_servo, designed on the design"
+        " set's logs and the coverage data, likewise ranked here once)",
     },
     "relay": {
         "training_data": "checked against provenance.json",
