@@ -24,7 +24,9 @@ where the two disagree, `uncertainty` rises by 1 and `info["judge_success"]` kee
 
 Each imagined step returns the judge's staged reward and success read from the imagined frames, the
 state-dynamics head's proprio, object state, reward and success, and an uncertainty (ensemble
-disagreement of the head, in normalized units). The env never steps physics or calls the reference world:
+disagreement of the head, in normalized units, and their disagreement about the outcome; with
+`head.doubt`, also how near the episode's grasps came to a grasp rule's edge). The env never steps
+physics or calls the reference world:
 MuJoCo serves only the robot's description (its kinematics for the checker and the sketches, and, with
 `head_frames`, rasterizing it).
 
