@@ -774,6 +774,19 @@ def test_stops_hold_a_closing_gripper_at_the_cube_between_its_pads(clips):
         np.testing.assert_allclose(free.numpy(), -1.0, atol=1e-3)  # 1.0 - 2.0: the nets' own close
 
 
+def _across_faces(fk, rot: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
+    """In the frame of a gripper turned `rot`: the unit direction in its pads' faces' plane square to the
+    world's vertical (across gravity), how far the faces reach along it from their centre (m), and that
+    centre."""
+    faces = fk.face_axes
+    up = rot[2, faces]  # the world's vertical in the faces' plane
+    across = np.zeros(3)
+    across[faces] = np.array([up[1], -up[0]]) / np.linalg.norm(up)
+    centre = np.zeros(3)
+    centre[faces] = fk.face_centre.numpy()
+    return across, float((fk.face_half.numpy() * np.abs(across[faces])).sum()), centre
+
+
 def test_balance_cuts_the_carry_of_a_cube_held_off_centre_in_imagination(clips):
     """`head.balance`, imagined steps only: a gripper's carry logit drops by log sigmoid((margin - 3 mm) /
     0.5 mm) (floored at log 1e-4), the margin being how far the cube's centre lies inside its pads' faces
@@ -787,12 +800,8 @@ def test_balance_cuts_the_carry_of_a_cube_held_off_centre_in_imagination(clips):
     state = torch.tensor(HOME)
     state[6] = 1.0
     point, rot = grasp(state)
-    faces = head.fk.face_axes
-    up = rot[2, faces]  # the world's vertical in the left gripper's faces' plane
-    across = np.zeros(3)
-    across[faces] = [up[1], -up[0]]
-    across /= np.linalg.norm(across)
-    assert np.linalg.norm(up) > 0.5  # its faces stand upright at home
+    across, reach, centre = _across_faces(head.fk, rot)
+    assert np.linalg.norm(rot[2, head.fk.face_axes]) > 0.5  # its faces stand upright at home
 
     def carry(offset, imagined):
         pose = torch.cat([torch.tensor(point + rot @ offset, dtype=torch.float32), _quaternion(rot)])
@@ -802,9 +811,6 @@ def test_balance_cuts_the_carry_of_a_cube_held_off_centre_in_imagination(clips):
         with torch.no_grad():
             return head._contact_step(latent, torch.zeros(1, cfg.chunk_dim), imagined)[1][0, :, 2]  # left
 
-    centre = np.zeros(3)
-    centre[faces] = head.fk.face_centre.numpy()
-    reach = float((head.fk.face_half.numpy() * np.abs(across[faces])).sum())
     for shift, expected in ((0.0, 0.0), (reach - 0.004, math.log(torch.sigmoid(torch.tensor(2.0)))),
                             (reach - 0.003, math.log(0.5)), (0.03 + reach, math.log(1e-4))):  # fmt: skip
         offset = centre + shift * across
@@ -886,13 +892,7 @@ def test_takes_holds_a_cube_a_closing_gripper_grasps_on_the_table(clips):
     start, end = torch.tensor(HOME), torch.tensor(HOME)
     start[6], end[6] = 0.95, 0.5  # the left gripper closes in the frame
     point, rot = grasp(start)
-    faces = fk.face_axes
-    up = rot[2, faces]
-    across = np.zeros(3)
-    across[faces] = np.array([up[1], -up[0]]) / np.linalg.norm(up)
-    reach = float((fk.face_half.numpy() * np.abs(across[faces])).sum())
-    centre = np.zeros(3)
-    centre[faces] = fk.face_centre.numpy()
+    across, reach, centre = _across_faces(fk, rot)
     fk.table_top = float((point + rot @ centre)[2]) - fk.object_rest  # the cube rests on a table there
 
     def holds(head, offset, before=start, after=end):
@@ -1099,13 +1099,7 @@ def test_doubt_rises_at_the_balance_edge_and_stays_for_the_episode(clips):
     state = torch.tensor(HOME)
     state[6] = 0.95
     point, rot = grasp(state)
-    faces = fk.face_axes
-    up = rot[2, faces]
-    across = np.zeros(3)
-    across[faces] = np.array([up[1], -up[0]]) / np.linalg.norm(up)
-    reach = float((fk.face_half.numpy() * np.abs(across[faces])).sum())
-    centre = np.zeros(3)
-    centre[faces] = fk.face_centre.numpy()
+    across, reach, centre = _across_faces(fk, rot)
     chunk = model.norm_chunks(state.repeat(cfg.frame_stride, 1))[None]
 
     def latent(offset):

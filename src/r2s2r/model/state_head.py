@@ -134,8 +134,7 @@ class StateDynamicsHead(nn.Module):
             self.fk = GraspKinematics(spec, cfg.head.pad_overlap)
             self.grippers = list(spec.gripper_indices)  # proprio index of each gripper (fk's order)
             self._memo = None  # the last latent _grasp read, and what it found
-            self._captured = None  # the last latent `sweep` read, and what it found
-            self._capture_slack = None  # the last sweep's margins (raw opening) at capture
+            self._swept = None  # the last latent and chunk `sweep` read, and what it found
             self.modes += self.fk.num_grippers
             relations = 4 * self.fk.num_grippers
         if self.still:  # 1 for the modes whose predicted change moves the object, 0 for the still one
@@ -383,10 +382,13 @@ class StateDynamicsHead(nn.Module):
     # (benchmarks/studies/grasp_margins.py)
     HOLD_ACROSS = 0.025
 
+    def _targets(self, chunk: torch.Tensor) -> torch.Tensor:
+        """(B,K,A) the chunk's (B,C) commanded targets at each of its K control steps, raw."""
+        return chunk.unflatten(-1, (self.cfg.frame_stride, -1)) * self.command_std + self.command_mean
+
     def _commands(self, chunk: torch.Tensor) -> torch.Tensor:
         """(B,G) each gripper's last commanded target of the chunk (B,C), raw."""
-        last = chunk.unflatten(-1, (self.cfg.frame_stride, -1))[:, -1]
-        return (last * self.command_std + self.command_mean)[:, self.grippers]
+        return self._targets(chunk)[:, -1, self.grippers]
 
     @staticmethod
     def _members(net: EnsembleMLP, x: torch.Tensor) -> torch.Tensor:
@@ -432,7 +434,6 @@ class StateDynamicsHead(nn.Module):
         captured = None
         if imagined and self.cfg.head.capture:  # the frame's control steps, one by one
             captured, meets = self.sweep(latent, chunk)
-            self._captured = (latent, captured)
         if imagined and self.servos:  # fingers that do not close on the object follow the fitted servo
             free_close = self.servo(opening[..., 0], self.grip_commands(chunk)[:, None])
             if captured is not None:  # those that meet it open round it, stopped by it
@@ -457,9 +458,17 @@ class StateDynamicsHead(nn.Module):
         STOP_SLACK; where it lies there from the frame's start, wider less CAPTURE_SLACK), and whether the
         object lies between its pads at some step of the frame. Fingers that closed before the object came
         between them rest on it and do not grasp it."""
+        slack, meets = self._sweep_slack(latent, chunk)
+        return slack >= 0, meets
+
+    def _sweep_slack(self, latent: torch.Tensor, chunk: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`sweep`'s margins (B,G) (raw opening; >= 0: the gripper captures the object) and whether the
+        object lies between its fingers in the frame (B,G), kept for the latent and chunk last read."""
+        if self._swept is not None and self._swept[0] is latent and self._swept[1] is chunk:
+            return self._swept[2]
         L, S = self.cfg.head.latent_dim, self.cfg.state_dim
-        _, rot0, position, rel0 = self._grasp(latent)
-        targets = chunk.unflatten(-1, (self.cfg.frame_stride, -1)) * self.command_std + self.command_mean
+        _, _, position, rel0 = self._grasp(latent)
+        targets = self._targets(chunk)
         start = (latent[..., L : L + S] * self.joint_std + self.joint_mean).mean(1)  # (B,S)
         grips = targets[..., self.grippers]  # (B,K,G) without a servo: at the command
         if self.servos:
@@ -481,13 +490,12 @@ class StateDynamicsHead(nn.Module):
         already = self.meets(rel0).mean(1) > 0.5  # (B,G) from the frame's start
         stop0 = self.stop_opening(latent).mean(1)
         slack = torch.where(already, start[:, self.grippers] - stop0 + self.CAPTURE_SLACK, slack)
-        self._capture_slack = slack
-        return slack >= 0, inside.any(1) | already
+        self._swept = (latent, chunk, (slack, inside.any(1) | already))
+        return self._swept[2]
 
     def grip_commands(self, chunk: torch.Tensor) -> torch.Tensor:
         """(B,K,G) each gripper's raw commanded target at every control step of the chunk (B,C)."""
-        steps = chunk.unflatten(-1, (self.cfg.frame_stride, -1)) * self.command_std + self.command_mean
-        return steps[..., self.grippers]
+        return self._targets(chunk)[..., self.grippers]
 
     def servo(self, opening: torch.Tensor, commands: torch.Tensor) -> torch.Tensor:
         """`head.grip_servo`: the raw openings (...,G) after following `commands` (...,K,G), one control step
@@ -507,9 +515,7 @@ class StateDynamicsHead(nn.Module):
         stop = self.stop_opening(latent)  # (B,M,G)
         able = torch.ones_like(stop)
         if self.cfg.head.capture:
-            memo = self._captured
-            captured = memo[1] if memo is not None and memo[0] is latent else self.sweep(latent, chunk)[0]
-            able = able * captured[:, None].float()
+            able = able * self.sweep(latent, chunk)[0][:, None].float()
         if self.cfg.head.squeeze:
             command = self._commands(chunk)[:, None]  # (B,1,G)
             able = able * torch.sigmoid((stop - command - self.SQUEEZE) / self.GRASP_SOFTNESS)
@@ -610,8 +616,7 @@ class StateDynamicsHead(nn.Module):
 
     def arm_targets_of(self, chunk: torch.Tensor) -> torch.Tensor:
         """The chunk's (B,C) commanded arm-joint targets (B,K,A), in radians (K: control steps per frame)."""
-        targets = chunk.unflatten(-1, (self.cfg.frame_stride, -1)) * self.command_std + self.command_mean
-        return targets.index_select(-1, self.arm_index)
+        return self._targets(chunk).index_select(-1, self.arm_index)
 
     def _arm_end(self, chunk: torch.Tensor) -> torch.Tensor:
         """Where the arm joints end the frame (B,1,A), in proprio's normalization: at the chunk's last target,
@@ -928,8 +933,8 @@ class StateDynamicsHead(nn.Module):
         if self.cfg.head.squeeze:
             depth = self.stop_opening(latent).mean(1) - self._commands(chunk) - self.SQUEEZE
             edges.append((depth / self.DOUBT_WIDTH["squeeze"]).pow(2))
-        if self.cfg.head.capture and self._capture_slack is not None:
-            edges.append((self._capture_slack / self.DOUBT_WIDTH["capture"]).pow(2))
+        if self.cfg.head.capture:
+            edges.append((self._sweep_slack(latent, chunk)[0] / self.DOUBT_WIDTH["capture"]).pow(2))
         if self.cfg.head.pad_holds:
             across = (rel[..., self.fk.closing_axis] - self.fk.pad_centre[self.fk.closing_axis]).abs()
             edges.append(((across.mean(1) - self.HOLD_ACROSS) / self.DOUBT_WIDTH["across"]).pow(2))
