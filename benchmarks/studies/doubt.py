@@ -72,6 +72,10 @@ def main() -> None:
     )  # fmt: skip
     write_json(Path(args.out), {
         "machine": machine_info(), "episodes_per_policy": args.episodes, "heads": HEADS, "sets": results,
+        "held_out": "design set: informed every rule, head.doubt included. retry, pincer, relay: head.doubt"
+        " was built on the design set and measured there with head_servo first (generalization_retry.json,"
+        " generalization_heldout.json); head_takes + doubt was measured here after those figures were read,"
+        " so its figures are not held out for the doubt; relay informed head.squeeze",
     })  # fmt: skip
 
 
