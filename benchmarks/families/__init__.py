@@ -18,6 +18,9 @@ success.
 | `retry`         | joint-filtered setpoint, steep grasp checked from the cube pose and retried  |
 |                 | with the measured miss corrected; cube tipped a quarter turn at a high       |
 |                 | hand-over, left takes from above and checks its take by its finger opening   |
+| `rate`          | resolved-rate: twist toward the phase's pose through the Jacobian's damped   |
+|                 | pseudo-inverse every step; 45-degree grasp from the right's own side, low    |
+|                 | hand-over at the table centre, left level, pinching top and bottom faces     |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
