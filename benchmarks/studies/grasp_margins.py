@@ -37,7 +37,7 @@ import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's G
 from common import machine_info, print_table, write_json  # noqa: E402
 
 # isort: split
-from r2s2r.model.state_head import StateDynamicsHead, _quat_matrix  # noqa: E402
+from r2s2r.model.state_head import StateDynamicsHead, quat_matrix  # noqa: E402
 from r2s2r.robots.kinematics import GraspKinematics  # noqa: E402
 from r2s2r.robots.spec import robot_spec  # noqa: E402
 
@@ -65,7 +65,7 @@ def episodes(roots: list[str], fk: GraspKinematics):
                 point, rot = fk(state)
                 rel = (rot.transpose(-1, -2) @ (torch.tensor(cube)[:, None] - point)[..., None])[..., 0]
                 openings = state[:, [6, 13]].numpy()
-                faces = _quat_matrix(torch.tensor(pose[:, 3:7]).float())  # the cube's axes (T,3,3)
+                faces = quat_matrix(torch.tensor(pose[:, 3:7]).float())  # the cube's axes (T,3,3)
                 across = (faces.transpose(-1, -2)[:, None] @ rot[..., :, 1:2])[..., 0].abs().sum(-1)
                 depth = (
                     fk.opening_at(fk.object_rest * across).numpy()

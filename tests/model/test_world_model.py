@@ -1028,12 +1028,12 @@ def test_capture_plays_the_frame_step_by_step_and_held_cubes_turn_with_the_gripp
     commanded shut from the first step have closed (0.05 a step, to 0.5) below the cube's width (0.61) by
     the time it comes between them, and do not. `head.turns`: a held cube keeps its orientation in the
     frame of a gripper that rolls 0.3 rad (and so turns in the world)."""
-    from r2s2r.model.state_head import _matrix_quat, _quat_matrix, _quat_product
+    from r2s2r.model.state_head import _matrix_quat, _quat_product, quat_matrix
 
     q = torch.nn.functional.normalize(torch.randn(64, 4, generator=torch.Generator().manual_seed(1)), dim=-1)
-    torch.testing.assert_close(_quat_matrix(_matrix_quat(_quat_matrix(q))), _quat_matrix(q))
+    torch.testing.assert_close(quat_matrix(_matrix_quat(quat_matrix(q))), quat_matrix(q))
     torch.testing.assert_close(
-        _quat_matrix(_quat_product(q[:32], q[32:])), _quat_matrix(q[:32]) @ _quat_matrix(q[32:])
+        quat_matrix(_quat_product(q[:32], q[32:])), quat_matrix(q[:32]) @ quat_matrix(q[32:])
     )
     rules = dict(still_mode=True, contact=True, pads=True, holds=True, pad_holds=True, balance=True)
     more = dict(takes=True, capture=True, grip_servo=True, turns=True, arm_targets=True)
@@ -1078,9 +1078,9 @@ def test_capture_plays_the_frame_step_by_step_and_held_cubes_turn_with_the_gripp
     with torch.no_grad():
         after = model.unnorm("env", head.decode(head.step(latent, model.norm_chunks(raw)[None]))["env_state"])
     r1 = fk(model.unnorm("state", head.decode(head.step(latent, model.norm_chunks(raw)[None]))["state"]))[1]
-    in_gripper = r1[0, 0, 0].T @ _quat_matrix(after[0, 0, 3:7])
+    in_gripper = r1[0, 0, 0].T @ quat_matrix(after[0, 0, 3:7])
     torch.testing.assert_close(in_gripper, torch.eye(3), atol=2e-3, rtol=0)  # square to the fingers still
-    assert (_quat_matrix(after[0, 0, 3:7]) - rot.float()).abs().max() > 0.1  # it did turn in the world
+    assert (quat_matrix(after[0, 0, 3:7]) - rot.float()).abs().max() > 0.1  # it did turn in the world
 
 
 def test_doubt_rises_at_the_balance_edge_and_stays_for_the_episode(clips):
@@ -1125,6 +1125,89 @@ def test_doubt_rises_at_the_balance_edge_and_stays_for_the_episode(clips):
     assert rise(edge, centre, centre) == pytest.approx(scale, abs=1e-3 * scale)  # it stays
     head.forget_outcomes()
     assert head.outcome_spread(metres=True) is None
+
+
+def test_chance_takes_a_grasp_with_its_odds_drawn_once_per_gripper(clips):
+    """`head.chance`: a gripper closing on a cube centred between its pads (far inside the balance edge) takes
+    it where the grasp's odds beat its luck. With the squeeze's edge set at 0.1 and width 0.02, a command
+    0.1 past where the pads meet the cube (stop - 0.1) has odds 1/2: luck 0.3 takes it, luck 0.7 does not;
+    commanded 0.3 past, odds sigmoid(10) take it for luck 0.99; 0.02 past, sigmoid(-4) leave it for luck
+    0.05. `take_odds` is that product by hand; without luck, odds over one half take. With `head.doubt`,
+    odds of 1/2 are full doubt (DOUBT_SCALE more uncertainty), 4 p (1 - p) of it elsewhere."""
+    with pytest.raises(ValueError, match="head.chance=True needs head.takes=True"):
+        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, pads=True, chance=True))
+    rules = dict(still_mode=True, contact=True, pads=True, holds=True, pad_holds=True, balance=True)
+    rules["takes"] = True
+    model = _model(clips, head={**rules, "chance": True, "doubt": True})
+    head, cfg = model.state_head, model.config
+    assert head.chances
+    torch.testing.assert_close(head.grasp_odds, torch.tensor(head.ODDS_UNFITTED))  # unfitted: the rules
+    fk, L, K, M = head.fk, cfg.head.latent_dim, cfg.frame_stride, cfg.head.ensemble
+    grasp, _ = _contact_probe(model, 5)
+    start = torch.tensor(HOME)
+    start[6] = 0.95
+    point, rot = grasp(start)
+    across, reach, centre = _across_faces(fk, rot)
+    fk.table_top = float((point + rot @ centre)[2]) - fk.object_rest
+    pose = torch.cat([torch.tensor(point + rot @ centre, dtype=torch.float32), _quaternion(rot)])
+    before = model.norm("state", start)
+    latent = torch.cat([torch.zeros(L), before, model.norm("env", pose)])[None, None].expand(-1, M, -1)
+    stop = float(head.stop_opening(latent)[0, 0, 0])
+    head.grasp_odds.copy_(torch.tensor([[0.003, 0.0005], [0.1, 0.02]]))
+
+    def chunk(command):
+        raw = start.repeat(K, 1)
+        raw[:, 6] = command
+        return model.norm_chunks(raw)[None]
+
+    def takes(command, luck):
+        after = start.clone()
+        after[6] = 0.6
+        nxt = model.norm("state", after)[None, None].expand(-1, M, -1)
+        luck = None if luck is None else torch.tensor([[luck, 0.5]])
+        held, holder = head._holder(latent, nxt, chunk(command), luck)
+        return bool(held[0]) and int(holder[0]) == 0
+
+    for depth, expected in (
+        (0.1, 0.5),
+        (0.3, math.exp(10) / (1 + math.exp(10))),
+        (0.02, 1 / (1 + math.exp(4))),
+    ):
+        odds = float(head.take_odds(latent, chunk(stop - depth))[0, 0, 0])
+        assert odds == pytest.approx(expected, rel=1e-3)
+    assert takes(stop - 0.1, 0.3) and not takes(stop - 0.1, 0.7)
+    assert takes(stop - 0.3, 0.99) and not takes(stop - 0.02, 0.05)
+    assert takes(stop - 0.3, None) and not takes(stop - 0.02, None)
+    scale = StateDynamicsHead.DOUBT_SCALE
+    for depth, p in ((0.1, 0.5), (0.13, 1 / (1 + math.exp(-1.5)))):
+        head.forget_outcomes()
+        with torch.no_grad():
+            head.step(latent, chunk(stop - depth))
+        assert float(head._doubt[0]) == pytest.approx(4 * p * (1 - p), rel=1e-3)
+    assert float(head.outcome_spread(metres=True)) >= scale * 4 * p * (1 - p) - 1e-6
+
+
+def test_fit_odds_recovers_the_edges_that_made_the_outcomes():
+    """`fit_odds`: 20,000 grasps whose outcomes were drawn from known curves (balance edge 6 mm, width 2 mm;
+    squeeze edge 0.08, width 0.03) and base rates 0.9 and 0.8 per gripper give those back within a tenth of
+    a width; outcomes that ignore the room give flat curves (every grasp's odds within 0.05 of 1)."""
+    from r2s2r.training.head import fit_odds
+
+    gen = torch.Generator().manual_seed(0)
+    n = 20_000
+    room = torch.stack([torch.rand(n, generator=gen) * 0.03 - 0.005, torch.rand(n, generator=gen) * 0.4], -1)
+    which = (torch.rand(n, generator=gen) > 0.5).long()
+    edge, width, rate = torch.tensor([0.006, 0.08]), torch.tensor([0.002, 0.03]), torch.tensor([0.9, 0.8])
+    p = rate[which] * torch.sigmoid((room - edge) / width).prod(-1)
+    carried = torch.rand(n, generator=gen) < p
+    unfitted = torch.tensor(StateDynamicsHead.ODDS_UNFITTED)
+    fitted = fit_odds(room, carried, which, unfitted, 2)
+    assert ((fitted[0].float() - edge).abs() < 0.1 * width).all(), fitted
+    assert ((fitted[1].float() - width).abs() < 0.1 * width).all(), fitted
+    assert ((fitted[2].float() - rate).abs() < 0.02).all(), fitted
+    flat = fit_odds(room, torch.rand(n, generator=gen) < rate[which], which, unfitted, 2)
+    odds = torch.sigmoid((room.double() - flat[0]) / flat[1]).prod(-1)
+    assert odds.min() > 0.95
 
 
 def test_still_mode_keeps_the_cube_exactly_and_wins_where_nothing_moved(clips):

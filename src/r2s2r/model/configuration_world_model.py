@@ -85,6 +85,11 @@ class StateHeadConfig:
     # edge of a grasp rule that is on (balance, squeeze, capture, the hold across the fingers), and stays up
     # for the rest of the episode: the rules decide with certainty where the data says either outcome.
     doubt: bool = False
+    # With takes, imagined steps: a grasp takes and holds the object with the odds the data gives its room
+    # (balance margin, offset across the fingers, squeeze depth; `grasp_odds` buffer, fitted not trained),
+    # drawn once per gripper and episode, instead of by head.balance's hard edge: grasps near an edge
+    # succeed in some episodes and fail in others, as they do on the robot.
+    chance: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.pose_modes <= 8:
@@ -117,6 +122,8 @@ class StateHeadConfig:
             raise ValueError("head.pad_holds=True needs head.holds=True.")
         if self.takes and not (self.pad_holds and self.balance):
             raise ValueError("head.takes=True needs head.pad_holds=True and head.balance=True.")
+        if self.chance and not self.takes:
+            raise ValueError("head.chance=True needs head.takes=True.")
         if self.arm_tracking and not self.arm_targets:
             raise ValueError("head.arm_tracking=True needs head.arm_targets=True.")
 

@@ -206,6 +206,11 @@ class StateDynamicsHead(nn.Module):
         self.servos = bool(cfg.head.grip_servo and cfg.head.contact and self.kinematic)
         if self.servos:  # zeros: the grippers stay where they are until fitted
             self.register_buffer("grip_servo", torch.zeros(3))
+        # With `head.chance`, each grasp factor's edge and width (`fit_grasp_odds`, saved); until fitted,
+        # head.balance's edge, and no squeeze edge.
+        self.chances = bool(cfg.head.chance and cfg.head.takes and self.kinematic)
+        if self.chances:
+            self.register_buffer("grasp_odds", torch.tensor(self.ODDS_UNFITTED))
 
     @property
     def feature_width(self) -> int:
@@ -401,15 +406,18 @@ class StateDynamicsHead(nn.Module):
         """`head.stops`: (...,G) the raw opening at which each gripper's pads meet the object: its half-width
         across the closing axis (a cube's half-size times the sum of its axes' components along that axis)
         as finger travel (robots/kinematics.py: GraspKinematics.opening_at)."""
-        rot = self._grasp(latent)[1]
-        faces = self._object_axes(latent)[..., None, :, :]  # (...,1,3,3)
-        across = (faces.transpose(-1, -2) @ rot[..., :, 1:2])[..., 0].abs().sum(-1)  # (...,G)
+        return self.stop_at(self._grasp(latent)[1], self._object_axes(latent))
+
+    def stop_at(self, rot: torch.Tensor, faces: torch.Tensor) -> torch.Tensor:
+        """(...,G) `stop_opening` of grippers oriented `rot` (...,G,3,3) on an object with axes `faces`
+        (...,3,3) as columns."""
+        across = (faces[..., None, :, :].transpose(-1, -2) @ rot[..., :, 1:2])[..., 0].abs().sum(-1)
         return self.fk.opening_at(self.fk.object_rest * across)
 
     def _object_axes(self, latent: torch.Tensor) -> torch.Tensor:
         """(...,3,3) the object's axes as columns, from the pose a latent carries."""
         L, S = self.cfg.head.latent_dim, self.cfg.state_dim
-        return _quat_matrix((latent[..., L + S :] * self.pose_std + self.pose_mean)[..., 3:7])
+        return quat_matrix((latent[..., L + S :] * self.pose_std + self.pose_mean)[..., 3:7])
 
     def _contact_step(self, latent: torch.Tensor, chunk: torch.Tensor, imagined: bool = False):
         """`head.contact`: latent (B,M,·), chunk (B,C) -> each gripper's raw opening at the frame's end
@@ -534,6 +542,33 @@ class StateDynamicsHead(nn.Module):
     SERVO_CLEAR = 0.01
     STOP_SLACK = 0.05  # raw opening: a gripper this far inside the object's width still counts as outside it
 
+    def grasp_room(
+        self, rel: torch.Tensor, rot: torch.Tensor, stop: torch.Tensor, command: torch.Tensor
+    ) -> torch.Tensor:
+        """(...,G,2) how much room each gripper's grasp has on each of `head.chance`'s factors (larger:
+        safer): the object's centre inside the pads' faces across gravity (`balance_margin`, m, clamped to
+        ROOM_CAP) and how far past the opening where the pads meet it (`stop`, (...,G)) the gripper is
+        commanded (`command`, (...,G), raw). `rel` (...,G,3) and `rot` (...,G,3,3) as `_grasp` gives them."""
+        margin = self.fk.balance_margin(rel, rot).clamp(-self.ROOM_CAP, self.ROOM_CAP)
+        return torch.stack([margin, stop - command], dim=-1)
+
+    def odds_of(self, room: torch.Tensor) -> torch.Tensor:
+        """(...) the odds that a grasp with `grasp_room` (...,2) holds the object: the product of one
+        logistic curve per factor, at its fitted edge and width (`grasp_odds`)."""
+        edge, width = self.grasp_odds.unbind(-1)
+        return torch.sigmoid((room - edge) / width).prod(-1)
+
+    def take_odds(self, latent: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        """`head.chance`: (B,M,G) the odds that each gripper's grasp holds the object this frame."""
+        _, rot, _, rel = self._grasp(latent)
+        command = self._commands(chunk)[:, None]  # (B,1,G)
+        return self.odds_of(self.grasp_room(rel, rot, self.stop_opening(latent), command))
+
+    # head.chance before fitting: balance at head.balance's edge and softness, and the squeeze's edge far
+    # below any command (every depth passes)
+    ODDS_UNFITTED = ((0.003, 0.0005), (-2.0, 0.01))
+    ROOM_CAP = 0.1  # m: balance margins beyond this count as this (faces lying flat: +inf)
+
     def balanced(self, latent: torch.Tensor) -> torch.Tensor:
         """`head.balance`: (...,G) in [0,1], whether the object's centre lies at least BALANCE_MARGIN inside
         each gripper's pad faces across gravity (`GraspKinematics.balance_margin`: the MJCF's faces, along
@@ -629,13 +664,19 @@ class StateDynamicsHead(nn.Module):
         return ((end - mean) / std)[:, None]
 
     def step(
-        self, latent: torch.Tensor, chunk: torch.Tensor, draw: torch.Tensor | None = None
+        self,
+        latent: torch.Tensor,
+        chunk: torch.Tensor,
+        draw: torch.Tensor | None = None,
+        luck: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """One model frame ahead for every member: latent (B,·) or (B,M,·), chunk (B,C) -> (B,M,·).
 
         With several pose modes, `draw` (B,) in [0,1) picks each env's mode by inverse CDF of the predicted
         odds (keep one draw per imagined episode, so the episode stays in one outcome while the odds
-        hold); without it, the likeliest mode. A gripper's carried mode is ruled out where the object starts
+        hold); without it, the likeliest mode. With `head.chance`, `luck` (B,G) in [0,1) is each gripper's
+        draw for the episode (keep it too): its grasp holds where the odds beat it (without it, odds over
+        one half). A gripper's carried mode is ruled out where the object starts
         the frame farther than CARRY_REACH from its grasp point (the odds alone gave a cube in the right hand
         a third of a chance of leaving with the distant left one as it started to move)."""
         if latent.dim() == 2:
@@ -666,7 +707,7 @@ class StateDynamicsHead(nn.Module):
             pick = (cdf <= draw.to(cdf)[:, None, None]).sum(-1).clamp_max(self.modes - 1)
         if self.cfg.head.holds and self.kinematic:
             held, holder = self._holder(
-                latent, state, chunk
+                latent, state, chunk, luck
             )  # (B,) whether a gripper holds the cube, which one
             pick = torch.where(held[:, None], self.modes - self.fk.num_grippers + holder[:, None], pick)
         pick = pick.expand(-1, latent.shape[1])  # (B,M)
@@ -703,14 +744,20 @@ class StateDynamicsHead(nn.Module):
         return airborne & (reach < self.CARRY_REACH) & (opening <= self.CARRY_RELEASE)
 
     def _holder(
-        self, latent: torch.Tensor, state: torch.Tensor, chunk: torch.Tensor | None = None
+        self,
+        latent: torch.Tensor,
+        state: torch.Tensor,
+        chunk: torch.Tensor | None = None,
+        luck: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Whether a gripper holds the object through this frame (B,) bool, and which (B,) (the nearest such):
         `_holds` on the members' means, and the gripper starts the frame closed (below HOLD_CLOSED); with
         `head.pad_holds`, the object between its fingers too (`gripped`). With `head.takes`, also a gripper
         that ends the frame closed, not opening, with the object between its pads and balanced at its start
         (`between_pads`, `balanced`), wherever the object is, and, with `head.capture` / `head.squeeze`, able
-        to grasp it (`grasp_able`, by the frame's `chunk`).
+        to grasp it (`grasp_able`, by the frame's `chunk`). With `head.chance`, either way only where the
+        grasp's odds (`take_odds`) beat the gripper's `luck` (B,G) (one half without it), and the odds take
+        the balance's place in a take.
         `latent` (B,M,·): the frame's start; `state` (B,M,S): its predicted end."""
         L, S = self.cfg.head.latent_dim, self.cfg.state_dim
         _, _, position, rel = self._grasp(latent)
@@ -722,8 +769,13 @@ class StateDynamicsHead(nn.Module):
         able &= start.mean(1) < self.HOLD_CLOSED
         if self.cfg.head.pad_holds:  # only an object between its fingers
             able &= self.gripped(rel).mean(1) > 0.5
+        lucky = None
+        if self.chances and chunk is not None:  # a grasp holds where its odds beat the episode's draw
+            lucky = self.take_odds(latent, chunk).mean(1) > (0.5 if luck is None else luck)  # (B,G)
+            able &= lucky
         if self.cfg.head.takes:  # closing on an object between its pads, balanced there: takes it
-            between = (self.between_pads(rel).mean(1) > 0.5) & (self.balanced(latent).mean(1) > 0.5)
+            between = self.between_pads(rel).mean(1) > 0.5
+            between &= lucky if lucky is not None else self.balanced(latent).mean(1) > 0.5
             if chunk is not None and (self.cfg.head.capture or self.cfg.head.squeeze):
                 between &= self.grasp_able(latent, chunk).mean(1) > 0.5
             able |= between & (end.mean(1) < self.HOLD_CLOSED) & (opens <= self.CARRY_RELEASE)
@@ -923,7 +975,8 @@ class StateDynamicsHead(nn.Module):
     def _track_doubt(self, latent: torch.Tensor, chunk: torch.Tensor) -> None:
         """`head.doubt`: the episode's doubt (B,) in [0,1], the most it has been: for each gripper with the
         object between its fingers (`gripped`) at a frame's start, how near its grasp lies to the edge of
-        each rule that is on (1 on the edge, falling as a Gaussian of DOUBT_WIDTH)."""
+        each rule that is on (1 on the edge, falling as a Gaussian of DOUBT_WIDTH), and with `head.chance`,
+        how near even its odds are (4 p (1 - p))."""
         _, rot, _, rel = self._grasp(latent)
         near = self.gripped(rel).mean(1) > 0.5  # (B,G)
         edges = []
@@ -938,6 +991,9 @@ class StateDynamicsHead(nn.Module):
         if self.cfg.head.pad_holds:
             across = (rel[..., self.fk.closing_axis] - self.fk.pad_centre[self.fk.closing_axis]).abs()
             edges.append(((across.mean(1) - self.HOLD_ACROSS) / self.DOUBT_WIDTH["across"]).pow(2))
+        if self.chances:  # even odds: full doubt, falling as 4 p (1 - p)
+            odds = self.take_odds(latent, chunk).mean(1)
+            edges.append(-(4 * odds * (1 - odds)).clamp_min(1e-6).log())
         if not edges:
             return
         now = (torch.exp(-torch.stack(edges).amin(0)) * near).amax(-1)  # (B,)
@@ -951,7 +1007,7 @@ class StateDynamicsHead(nn.Module):
         return spread.mean(dim=-1)
 
 
-def _quat_matrix(q: torch.Tensor) -> torch.Tensor:
+def quat_matrix(q: torch.Tensor) -> torch.Tensor:
     """Rotation matrices (...,3,3) of (w, x, y, z) quaternions (...,4), normalized first."""
     w, x, y, z = (q / q.norm(dim=-1, keepdim=True).clamp_min(1e-9)).unbind(-1)
     rows = (

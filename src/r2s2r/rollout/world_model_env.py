@@ -144,6 +144,10 @@ class WorldModelEnv:
         self.draw = None  # one draw per episode picks its object-pose mode (head.pose_modes > 1)
         if self.model.state_head.modes > 1:
             self.draw = torch.rand(self.num_envs, generator=self.generator, device=self.device)
+        self.luck = None  # head.chance: one draw per episode and gripper decides its grasps
+        if self.model.state_head.chances:
+            G = self.model.state_head.fk.num_grippers
+            self.luck = torch.rand(self.num_envs, G, generator=self.generator, device=self.device)
         decoded = self.model.state_head.decode(self.latent, imagined=True)
         self.model.state_head.forget_outcomes()  # a new episode: no step behind this frame
         self._read(frame, decoded)
@@ -212,7 +216,7 @@ class WorldModelEnv:
         model = self.model
         norm_chunk = model.norm_chunks(chunk)  # (B,C)
         chunks = torch.cat([self.chunks[:, 1:], norm_chunk[:, None]], dim=1)  # (B,K,C)
-        self.latent = model.state_head.step(self.latent, norm_chunk, self.draw)  # (B,M,L)
+        self.latent = model.state_head.step(self.latent, norm_chunk, self.draw, self.luck)  # (B,M,L)
         decoded = model.state_head.decode(self.latent, imagined=True)
         norm_state = decoded["state"].mean(dim=1)  # (B,S)
         self.state = model.unnorm("state", norm_state)

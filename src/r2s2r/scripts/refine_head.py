@@ -39,7 +39,8 @@ with the head; its errors (radians, target alone vs tracked) go into refine.json
 
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
 --stops, --balance, --pad_holds, --takes, --held_success, --grip_servo, --capture, --squeeze, --turns,
---doubt, --pad_overlap) on a refined head, fits the tracking model and the grippers' servo, and writes
+--doubt, --chance, --pad_overlap) on a refined head, fits the tracking model, the grippers' servo and the
+grasp odds, and writes
 the world model. Other flags must then match the checkpoint's head (they would
 rebuild it, untrained); that is refused.
 
@@ -122,6 +123,16 @@ rises where one of its grasps came near the edge of a grasp rule that is on (the
 squeeze depth, the capture, the hold across the fingers), as a Gaussian of the distance to that edge, and
 stays up for the rest of the episode. The rules decide with certainty where the data says either outcome
 can happen.
+
+--chance (with --takes; fitted, switchable only through this command): a grasp takes and holds the cube
+with odds fitted to --data instead of by the balance rule's hard edge. The odds are a product of one
+logistic curve per factor: the cube's centre inside the pads' faces across gravity, its offset across the
+fingers, and how far past the pads' meeting the gripper is commanded. Each curve's edge and width are
+fitted by maximum likelihood on every first close of a gripper on the cube between its pads in --data,
+labelled by whether that gripper then carried the cube off the table with the other hand clear
+(`fit_grasp_odds`; refine.json gives the fit and its calibration). Each imagined episode draws once per
+gripper, so a grasp near an edge holds in some episodes and not in others, as on the robot; with --doubt,
+even odds raise the uncertainty too.
 
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds; each imagined episode of WorldModelEnv follows one, drawn once by the odds.

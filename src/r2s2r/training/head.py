@@ -51,7 +51,7 @@ from r2s2r.errors import SettingsChangedError
 from r2s2r.files import atomic_write_text, load_safetensors, read_json, staged_directory
 from r2s2r.model.configuration_world_model import StateHeadConfig
 from r2s2r.model.modeling_world_model import WorldModel
-from r2s2r.model.state_head import pose_error, tracking_features
+from r2s2r.model.state_head import pose_error, quat_matrix, tracking_features
 from r2s2r.robots.spec import robot_spec
 from r2s2r.training.checkpoint import flatten_optimizer, unflatten_optimizer
 
@@ -102,6 +102,7 @@ class RefineConfig:
     squeeze: bool = False  # with pads: an imagined grasp lifts only when commanded past the cube's faces
     turns: bool = False  # with pad_holds: an imagined held cube turns rigidly with its gripper
     doubt: bool = False  # with pads: uncertainty rises where a grasp comes near a grasp rule's edge
+    chance: bool = False  # with takes: grasps hold with odds fitted to --data, drawn per episode
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
@@ -152,6 +153,7 @@ RULES = (
     "squeeze",
     "turns",
     "doubt",
+    "chance",
     "pad_overlap",
 )
 
@@ -202,7 +204,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "pads": cfg.pads, "pad_overlap": cfg.pad_overlap, "falls": cfg.falls, "stops": cfg.stops,
             "balance": cfg.balance, "pad_holds": cfg.pad_holds, "takes": cfg.takes,
             "held_success": cfg.held_success, "grip_servo": cfg.grip_servo, "capture": cfg.capture,
-            "squeeze": cfg.squeeze, "turns": cfg.turns, "doubt": cfg.doubt,
+            "squeeze": cfg.squeeze, "turns": cfg.turns, "doubt": cfg.doubt, "chance": cfg.chance,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
@@ -212,7 +214,9 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
                 f"than it has (only {', '.join(RULES)} can change without training); give --head.steps."
             )
         model = upgrade_head(model, seed=cfg.head.seed, **fields_)
-    elif not cfg.head.steps and not (model.state_head.tracks or model.state_head.servos):
+    elif not cfg.head.steps and not (
+        model.state_head.tracks or model.state_head.servos or model.state_head.chances
+    ):
         raise ValueError("--head.steps=0 with --upgrade=false changes nothing; drop --upgrade=false.")
     episodes = [ep for root in cfg.data for ep in read_episodes(root, model, cfg.max_episodes)]
     heldout = read_episodes(cfg.heldout, model) if cfg.heldout else []
@@ -223,6 +227,8 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
         figures["arm_tracking"] = fit_arm_tracking(model, episodes)
     if model.state_head.servos:
         figures["grip_servo"] = fit_grip_servo(model, episodes)
+    if model.state_head.chances:
+        figures["grasp_odds"] = fit_grasp_odds(model, episodes)
     start = time.perf_counter()
     log = refine_head(model, episodes, cfg.head, partial, settings) if cfg.head.steps else []
     figures["refine_seconds"] = round(time.perf_counter() - start, 1)
@@ -333,6 +339,161 @@ def fit_grip_servo(model: WorldModel, episodes: list[dict[str, torch.Tensor]]) -
         "gain_speed_band": list(best[1]),
         "median": {k: round(v.median().item(), 4) for k, v in errors.items()},
         "p99": {k: round(v.quantile(0.99).item(), 4) for k, v in errors.items()},
+    }
+
+
+ODDS_WINDOW = 25  # model frames after a close within which its gripper must carry the object
+ODDS_CLOSING = 3  # model frames from its first in which a close reaches its deepest command
+ODDS_FRESH = 2  # model frames before a close's first within which the gripper was open (a fresh close)
+# the sharpest edge `fit_grasp_odds` fits per factor (m, raw opening): the data places none more finely
+# (a sampled frame is 0.2 s; a closing gripper moves a cube by millimetres before it holds)
+ODDS_SHARPEST = (0.001, 0.01)
+
+
+@torch.no_grad()
+def grasp_events(
+    model: WorldModel, episodes: list[dict[str, torch.Tensor]]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every first close of each gripper on the object between its pads in `episodes` (the first frame that
+    starts with the object in `between_pads` and ends with the gripper below HOLD_CLOSED, the gripper open
+    at least that wide at its start or within ODDS_FRESH frames before: a gripper closing as it arrives
+    has the object between its pads only once it has started to close): its
+    `grasp_room` (N,2) at the frame's start (the squeeze: the deepest of the last commands of its first
+    ODDS_CLOSING frames; imagined, the odds are read every frame); whether that gripper then carried
+    the object (N,) bool (within ODDS_WINDOW frames and before it opens again: the object more than
+    CARRY_AIRBORNE above the table, held by that gripper (closed, within CARRY_REACH, `gripped`), not by the
+    other); which gripper (N,); and the episode's place in `episodes` (N,)."""
+    head = model.state_head
+    fk, G = head.fk, head.fk.num_grippers
+    rooms, carried, which, source = [], [], [], []
+    for e, ep in enumerate(episodes):
+        if "observation.environment_state" not in ep:
+            continue
+        state, chunks = ep["observation.state"].float(), ep["action"].float()
+        pose = ep["observation.environment_state"].float()
+        T = min(len(state) - 1, len(chunks))
+        point, rot = fk(state)  # (T+1,G,3), (T+1,G,3,3)
+        cube = pose[:, :3]
+        rel = (rot.transpose(-1, -2) @ (cube[:, None] - point)[..., None])[..., 0]  # (T+1,G,3)
+        opening = state[:, head.grippers]  # (T+1,G)
+        closed = opening < head.HOLD_CLOSED
+        between = head.between_pads(rel) > 0.5
+        fresh = ~closed[:T].clone()  # open at the frame's start or within ODDS_FRESH frames before it
+        for back in range(1, ODDS_FRESH + 1):
+            fresh[back:] |= ~closed[: T - back]
+        closes = fresh & closed[1 : T + 1] & between[:T]  # (T,G)
+        airborne = cube[:, 2] - fk.table_top > head.CARRY_AIRBORNE
+        holds = closed & (rel.norm(dim=-1) < head.CARRY_REACH) & (head.gripped(rel) > 0.5)  # (T+1,G)
+        stop = head.stop_at(rot, quat_matrix(pose[:, 3:7]))  # (T+1,G)
+        room = head.grasp_room(rel[:T], rot[:T], stop[:T], chunks[:T, -1][:, head.grippers])  # (T,G,2)
+        for g in range(G):
+            first = closes[:, g].nonzero()
+            if not len(first):
+                continue
+            k = int(first[0, 0])
+            reopens = (~closed[k + 1 : k + 1 + ODDS_WINDOW, g]).nonzero()  # a grasp lasts until it opens
+            after = slice(k + 1, k + 1 + (int(reopens[0, 0]) if len(reopens) else ODDS_WINDOW))
+            others = [o for o in range(G) if o != g]
+            alone = ~holds[after][:, others].any(-1)
+            squeeze = room[k : k + ODDS_CLOSING, g, 1].max()  # the deepest command as it closes
+            rooms.append(torch.stack([room[k, g, 0], squeeze]))
+            carried.append(bool((airborne[after] & holds[after, g] & alone).any()))
+            which.append(g)
+            source.append(e)
+    if not rooms:
+        raise ValueError(
+            "no gripper closed on the object between its pads in --data: nothing to fit head.chance's "
+            "odds on; record grasps (the coverage demonstrator's) first."
+        )
+    return torch.stack(rooms), torch.tensor(carried), torch.tensor(which), torch.tensor(source)
+
+
+ODDS_BINS = {  # the calibration tables `fit_grasp_odds` returns: bins of each factor's room
+    "balance_m": (-1.0, 0.0, 0.003, 0.006, 0.01, 0.02, 1.0),
+    "squeeze": (-5.0, 0.0, 0.04, 0.08, 0.12, 0.2, 0.3, 5.0),
+}
+
+
+def fit_odds(
+    room: torch.Tensor,
+    carried: torch.Tensor,
+    which: torch.Tensor,
+    unfitted: torch.Tensor,
+    grippers: int,
+    steps: int = 3000,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Maximum-likelihood fit of grasps' outcomes `carried` (N,) bool, as a base rate per gripper (`which`
+    (N,) in 0..grippers-1) times one logistic curve per factor of their `room` (N,F): each factor's edge
+    (F,) and width (F,) (no sharper than ODDS_SHARPEST), and the base rates (grippers,). `unfitted` (F,2):
+    the edges and widths it starts from (and works in units of)."""
+    unfitted = unfitted.double()
+    scale = unfitted[:, 1].clone()
+    floor = torch.tensor(ODDS_SHARPEST, dtype=torch.float64) / scale
+    edge = (unfitted[:, 0] / scale).clamp(-5.0, 5.0).requires_grad_(True)  # in units of the widths
+    width = torch.zeros(len(scale), dtype=torch.float64, requires_grad=True)  # log of (width - floor)
+    base = torch.zeros(grippers, dtype=torch.float64, requires_grad=True)  # logit of each one's rate
+    optimizer = torch.optim.Adam([edge, width, base], lr=0.05)
+    x, y = room.double() / scale, carried.double()
+    for _ in range(steps):
+        soft = floor + width.exp()  # no edge sharper than the data can place it
+        p = torch.sigmoid(base[which]) * torch.sigmoid((x - edge) / soft).prod(-1)
+        loss = F.binary_cross_entropy(p.clamp(1e-6, 1 - 1e-6), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    soft = floor + width.detach().exp()
+    return edge.detach() * scale, soft * scale, torch.sigmoid(base.detach())
+
+
+def fit_grasp_odds(model: WorldModel, episodes: list[dict[str, torch.Tensor]]) -> dict:
+    """Fit `head.chance`'s odds (each factor's edge and width, `grasp_odds`) to the grasps of `episodes`
+    (`grasp_events`) by maximum likelihood (`fit_odds`), in place. A grasp's outcome is modelled as a base
+    rate per gripper (whatever else made that episode fail: the head leaves those to its other rules, so
+    only the curves are kept) times `odds_of` its room. Fitted on the even episodes' grasps and judged on
+    the odd ones' (log loss against a constant rate and against the rules the odds replace), then refitted
+    on all. Returns those figures, the fit, and per factor the observed and predicted carry rate by bins of
+    room."""
+    head = model.state_head
+    room, carried, which, source = grasp_events(model, episodes)
+    y, G = carried.double(), head.fk.num_grippers
+    unfitted = torch.tensor(head.ODDS_UNFITTED, dtype=torch.float64)
+
+    def predict(edge, width, rate) -> torch.Tensor:
+        return rate[which] * torch.sigmoid((room.double() - edge) / width).prod(-1)
+
+    def log_loss(p: torch.Tensor, rows: torch.Tensor) -> float:
+        return F.binary_cross_entropy(p[rows].clamp(1e-6, 1 - 1e-6), y[rows]).item()
+
+    even, odd = source % 2 == 0, source % 2 == 1
+    half = predict(*fit_odds(room[even], carried[even], which[even], unfitted, G))
+    rules = torch.sigmoid((room.double() - unfitted[:, 0]) / unfitted[:, 1]).prod(-1)
+    rules_rate = torch.stack([y[even & (which == g)].mean() for g in range(G)])[which] * rules
+    constant = torch.full_like(y, y[even].mean().item())
+    edge, width, rate = fit_odds(room, carried, which, unfitted, G)
+    head.grasp_odds.copy_(torch.stack([edge, width], -1).to(head.grasp_odds))
+    p = predict(edge, width, rate)
+    tables = {}
+    for f, (name, bins) in enumerate(ODDS_BINS.items()):
+        cut = torch.bucketize(room[:, f].double(), torch.tensor(bins, dtype=torch.float64))
+        tables[name] = [
+            {"bin": f"{bins[b - 1]:g} .. {bins[b]:g}", "grasps": int((cut == b).sum()),
+             "carried": round(y[cut == b].mean().item(), 3), "predicted": round(p[cut == b].mean().item(), 3)}
+            for b in range(1, len(bins)) if (cut == b).any()
+        ]  # fmt: skip
+    return {
+        "grasps": len(y),
+        "per_gripper": [int((which == g).sum()) for g in range(G)],
+        "carried": round(y.mean().item(), 3),
+        "edge_width": [
+            [round(a, 5), round(b, 5)] for a, b in zip(edge.tolist(), width.tolist(), strict=True)
+        ],
+        "base_rate": [round(r, 3) for r in rate.tolist()],
+        "odd_episodes_log_loss": {
+            "odds": round(log_loss(half, odd), 4),
+            "rules": round(log_loss(rules_rate, odd), 4),
+            "constant": round(log_loss(constant, odd), 4),
+        },  # fmt: skip
+        "calibration": tables,
     }
 
 
