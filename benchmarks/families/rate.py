@@ -20,7 +20,8 @@ or on its timer (`MAX_STEPS` of the phase) whatever the error.
    closing across the two faces square to that heading. It lines up `STANDOFF` back along the approach,
    moves in until the TCP sits `RIGHT_DEPTH` short of the cube centre (the finger tips just clear the
    table), closes, lifts `LIFT` straight up and carries the cube, still flat and still held at 45 degrees,
-   to a low hand-over point `HANDOVER` near the table centre (cube centre 15 cm above the table).
+   to a low hand-over point `HANDOVER` near the table centre (cube centre aimed 15 cm above the table;
+   it hangs in the fingers to ~12 cm).
 2. Left arm. Level (approach along +x) and rolled a quarter turn so its fingers close vertically, it
    lines up `LEFT_STANDOFF` short of the hand-over, then, once the right hand has arrived, reads where the
    cube is and slides in until its TCP is `LEFT_DEPTH` short of the cube centre, one pad on the cube's top
@@ -299,3 +300,23 @@ FAMILY_SETTINGS: dict[str, dict] = {
     "early_release": {"release_after": -1},
     "slow": {"speed": 0.15},
 }
+"""Named settings of `rate`, from nominal to hopeless. Measured success in the reference world
+(`python benchmarks/families/measure.py --families rate --episodes 50 --detector-poses 0`, 50 ID + 50 OOD
+episodes each, seed 0; also in measured.json):
+
+| setting        | what goes wrong                                                          | ID    | OOD   |
+|----------------|--------------------------------------------------------------------------|-------|-------|
+| yaw_error      | fingers turned 40 degrees off the faces: they close across the cube's     | 50/50 | 50/50 |
+|                | corners and turn it square (this controller shrugs it off)               |       |       |
+| nominal        | nothing (its misses: the open fingers nudge a central cube on the way in) | 45/50 | 50/50 |
+| handover_high  | the cube presented 4.5 cm above where the left expects it; the left       | 45/50 | 50/50 |
+|                | re-reads the cube pose before it slides in                               |       |       |
+| overshoot      | Cartesian gain 40/s: the servo lag makes the arm overshoot and ring      | 41/50 | 31/50 |
+| grasp_bias     | right grasp point 12 mm off along the closing axis: one finger lands on  | 27/50 | 30/50 |
+|                | the cube's top edge                                                      |       |       |
+| twist_noise    | slowly varying noise on the twist, std 0.06 m/s (0.18 rad/s)             | 28/50 | 26/50 |
+| grasp_bias_far | the same bias, 16 mm                                                     | 21/50 | 26/50 |
+| partial_close  | right gripper closed only to 0.55 (0.6 touches the cube): a weak squeeze | 10/50 | 13/50 |
+| early_release  | the right hand opens while the left is still sliding in: the cube falls  | 0/50  | 0/50  |
+| slow           | speed cap 0.15 m/s: the phases time out, the left never gets the cube    | 0/50  | 0/50  |
+"""
