@@ -37,7 +37,7 @@ def _fingers_xy_at_close(episode: dict) -> tuple[np.ndarray, np.ndarray]:
     return (tips[0][:2] + tips[1][:2]) / 2, cubes[close, :2]
 
 
-@pytest.mark.parametrize("family", ["waypoint", "jointspace", "pincer", "relay", "retry"])
+@pytest.mark.parametrize("family", ["waypoint", "jointspace", "pincer", "relay", "retry", "rate"])
 def test_nominal_settings_succeed(family):
     episodes = play(family, {}, initial_poses("id", 3), num_envs=3)
     assert [e["success"] for e in episodes] == [True, True, True]
@@ -252,3 +252,50 @@ def test_loaded_by_import_path():
     action = policy.select_action(batch)
     assert isinstance(action, torch.Tensor) and action.shape == (3, 14)
     assert torch.equal(action[:, 6], torch.ones(3)) and torch.equal(action[:, 13], torch.ones(3))  # open
+
+
+def _closing_to_faces_deg(episode: dict, step: int) -> float:
+    """Angle (degrees, 0..45) between the right fingers' closing axis at `step`, from MuJoCo's kinematics of
+    the recorded joints, and the nearest side-face normal of the cube as recorded after it has landed."""
+    from families.common import cube_yaw
+
+    closing = _gripper_axes(episode, "right", step)[:, 1]
+    yaw = cube_yaw(episode["cubes"][15, 3:7])
+    angle = np.arctan2(closing[1], closing[0]) - yaw
+    return float(np.degrees(abs((angle + np.pi / 4) % (np.pi / 2) - np.pi / 4)))
+
+
+def test_rate_is_resolved_rate_and_grasps_at_45_degrees():
+    from families.rate import DT, QDOT_MAX, TETHER
+
+    for episode in play("rate", {}, initial_poses("ood", 2), num_envs=2, record=True):
+        for arm in (slice(0, 6), slice(7, 13)):
+            commands, joints = episode["actions"][:, arm], episode["states"][:, arm]
+            steps = np.abs(np.diff(commands, axis=0))
+            assert (steps <= DT * QDOT_MAX + 1e-4).all()  # each joint command moves at most DT * QDOT_MAX
+            assert (steps.max(axis=0)[:3] > 0.5 * DT * QDOT_MAX[:3]).any()  # ... and the cap is reached
+            assert (np.abs(commands - joints) <= TETHER + 1e-4).all()  # tethered to the reported joints
+        close = _first_close(episode["actions"], 13)
+        right = _gripper_axes(episode, "right", close)
+        assert abs(np.degrees(np.arcsin(-right[2, 0])) - 45.0) < 5.0  # approach 45 degrees down ...
+        assert right[0, 0] < -0.5  # ... coming from the right arm's own side (+x)
+        assert abs(right[2, 1]) < 0.2 and _closing_to_faces_deg(episode, close) < 5.0  # across two faces
+        take = _first_close(episode["actions"], 6)
+        left = _gripper_axes(episode, "left", take)
+        assert left[0, 0] > 0.95 and abs(left[2, 1]) > 0.9  # level along +x, fingers closing vertically
+        assert 0.10 < episode["cubes"][take, 2] < 0.18  # a low hand-over (aimed at 15 cm, hangs lower) ...
+        assert np.linalg.norm(episode["cubes"][take, :2] - [0.0, 0.5]) < 0.03  # ... at the table centre
+        assert episode["success"]
+
+
+def test_rate_knobs_deviate_as_labelled():
+    poses = initial_poses("id", 2)
+    skewed = play("rate", {"grasp_yaw_deg": 40.0}, poses, num_envs=2, record=True)
+    early = play("rate", {"release_after": -1}, poses, num_envs=2, record=True)
+    slow = play("rate", {"speed": 0.15}, poses, num_envs=2, record=True)
+    for turned, dropped, late in zip(skewed, early, slow, strict=True):
+        assert abs(_closing_to_faces_deg(turned, _first_close(turned["actions"], 13)) - 40.0) < 6.0
+        # The right opens while the left is still sliding in, before it starts to close: the cube falls.
+        assert _first_open(dropped["actions"]) < _first_close(dropped["actions"], 6)
+        assert dropped["max_reward"] >= 2 and not dropped["success"]
+        assert not late["success"] and late["max_reward"] < 3  # the left never gets to take the cube
