@@ -306,14 +306,13 @@ episodes each, seed 0; also in measured.json):
 
 | setting        | what goes wrong                                                          | ID    | OOD   |
 |----------------|--------------------------------------------------------------------------|-------|-------|
-| yaw_error      | fingers turned 40 degrees off the faces: they close across the cube's     | 50/50 | 50/50 |
-|                | corners and turn it square (this controller shrugs it off)               |       |       |
-| nominal        | nothing (its misses: the open fingers nudge a central cube on the way in) | 45/50 | 50/50 |
+| yaw_error      | fingers turned 40 degrees off the faces (measured on the recorded joints) | 50/50 | 50/50 |
+|                | yet the grasp holds: this controller shrugs it off                       |       |       |
+| nominal        | nothing (its 5 ID misses never lift the cube; cause not yet diagnosed)    | 45/50 | 50/50 |
 | handover_high  | the cube presented 4.5 cm above where the left expects it; the left       | 45/50 | 50/50 |
 |                | re-reads the cube pose before it slides in                               |       |       |
 | overshoot      | Cartesian gain 40/s: the servo lag makes the arm overshoot and ring      | 41/50 | 31/50 |
-| grasp_bias     | right grasp point 12 mm off along the closing axis: one finger lands on  | 27/50 | 30/50 |
-|                | the cube's top edge                                                      |       |       |
+| grasp_bias     | right grasp point 12 mm off along the closing axis (world y)             | 27/50 | 30/50 |
 | twist_noise    | slowly varying noise on the twist, std 0.06 m/s (0.18 rad/s)             | 28/50 | 26/50 |
 | grasp_bias_far | the same bias, 16 mm                                                     | 21/50 | 26/50 |
 | partial_close  | right gripper closed only to 0.55 (0.6 touches the cube): a weak squeeze | 10/50 | 13/50 |
