@@ -1,6 +1,39 @@
 """Family 8, `stall`: joint-space cubic splines planned per phase, and a grasp by feel.
 
-(docstring completed after measuring)
+How it acts. Each arm runs a phase machine. When a phase starts, it reads the cube pose, turns a few
+Cartesian via-points (a line of them where the hand must move straight) into joint angles by damped
+least-squares IK (`arm.py`), and plays a clamped cubic spline through them in joint space; each segment is
+timed by its largest joint distance over a per-joint speed (`QDOT`, `QDOT_FINE` near the cube), scaled by
+`timing_scale`. Nothing is solved while the arm moves. A moving phase ends when its spline has run out.
+
+Grasp by feel (`Feel`), both hands. The gripper command falls at `close_rate` per step; the reported
+opening is watched, and once the command leads it by `LEAD`, `stall_steps` consecutive steps with the
+opening moving less than `stall_eps` make a stall (the fingers stopped on something). The command then
+jumps to the stalled opening minus `squeeze`. A few steps later the hand judges its hold: a stalled
+opening in [`held_low`, `held_high`] is "I hold the cube" (a 4 cm cube stops the fingers at ~0.6; an empty
+close stalls at the closed stop, ~0.07). Judged empty, the hand re-opens and tries once more (`reapproach`);
+after that it gives up and opens.
+
+1. Right arm. It comes at the cube from the front of the table: heading +y (the cube face normal nearest
+   it), pitched `PITCH_DEG` (45) down, fingers closing across the cube's x faces, with its forearm rolled
+   (~-0.8 rad) so the gripper can point along +y while the arm reaches along -x. It lines up `STANDOFF`
+   back, goes in along the approach, feels its grasp. Held: it lifts `LIFT` and carries the cube to
+   `HANDOVER`, on the left half of the table ~21 cm above it, turning on the way to heading 110 degrees
+   and pitching its approach up to 45 degrees above horizontal: the cube rides on its finger tips, turned
+   a quarter turn about the finger axis. Judged empty: it re-opens, backs off and re-approaches once,
+   aimed `DEEPER` farther along the approach (an empty close means the cube lay beyond the fingers).
+2. Left arm. While the right carries, it hovers over the expected hand-over. Once the right has arrived it
+   reads the cube pose and takes the free face pair that is most nearly horizontal (not the faces the right
+   holds), coming down from above tilted `LEFT_TILT_DEG` in from its own side, and feels its take; judged
+   empty, it re-opens, rises and comes again once. Only when the left's feel says held does the right
+   open and back off; the left then lifts the cube away.
+
+State-only: the policy reads `observation.state` and `observation.environment_state`, never an image.
+Kwargs (see `StallKnobs`; defaults = nominal) are failures of such a controller: a stall detector too
+eager (fires while the fingers are still closing: a light hold), a wrong "held" band (passes an empty
+close, or fails a good hold), too little or no extra squeeze, a slow close, the re-approach disabled, a
+biased cube estimate (the hand stops short), a hand-over point moved, the phase timing scaled, and
+slowly varying noise on the joint commands.
 """
 
 from __future__ import annotations
@@ -140,7 +173,9 @@ class Feel:
             self.command = max(GRIPPER_CLOSED, self.command - k.close_rate)
             # Count still steps only while the command leads the fingers: before that they have no cause
             # to move (the finger joints' friction holds them until the command is well past them).
-            self.still = self.still + 1 if self._moved() < k.stall_eps and opening - self.command > LEAD else 0
+            self.still = (
+                self.still + 1 if self._moved() < k.stall_eps and opening - self.command > LEAD else 0
+            )
             if self.still >= k.stall_steps:
                 self.stall = opening
                 self.command = max(GRIPPER_CLOSED, opening - k.squeeze)
@@ -209,7 +244,7 @@ class StallEpisode:
 
     # ------------------------------------------------------------------ right arm
     def _grasp(self, cube: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Right TCP pose at the grasp, from the (biased) cube estimate: front approach, square to the faces."""
+        """Right TCP pose at the grasp from the (biased) cube estimate: in from the front, square to it."""
         heading = _face_heading(cube[3:7], FRONT)
         rot = _front_rot(heading, np.radians(PITCH_DEG))
         centre = np.array([cube[0] + self.k.cube_offset_x, cube[1] + self.k.cube_offset_y, CUBE_HALF])
@@ -352,6 +387,35 @@ def make_policy(**kwargs) -> StallPolicy:
     return StallPolicy(StallKnobs(**kwargs))
 
 
+# Named settings for measure.py; measured success rates are in the docstring below and in measured.json.
 FAMILY_SETTINGS: dict[str, dict] = {
     "nominal": {},
+    "slow_close": {"close_rate": 0.01},
+    "rushed": {"timing_scale": 0.5},
+    "servo_noise": {"joint_noise": 0.03},
+    "band_strict": {"held_high": 0.607},
+    "short_reach": {"cube_offset_y": -0.035},
+    "short_reach_band_wide": {"cube_offset_y": -0.035, "held_low": 0.0},
+    "eager_stall": {"stall_eps": 0.03},
+    "eager_stall_light": {"stall_eps": 0.03, "squeeze": 0.3},
+    "band_inverted": {"held_low": 0.0, "held_high": 0.3},
 }
+"""Named settings of `stall`, from nominal to hopeless. Measured success in the reference world
+(`python benchmarks/families/measure.py --families stall --episodes 50 --detector-poses 0`, 50 ID + 50 OOD
+episodes each, seed 0; also in measured.json). Success is measure.py's: reward 4 reached at some step.
+
+| setting               | what goes wrong                                                   | ID    | OOD   |
+|-----------------------|-------------------------------------------------------------------|-------|-------|
+| nominal               | nothing                                                           | 50/50 | 50/50 |
+| rushed                | every phase timed at half its duration                            | 50/50 | 50/50 |
+| slow_close            | fingers close at a quarter of the rate: phases run late           | 50/50 | 43/50 |
+| short_reach_band_wide | cube estimate 3.5 cm short in y, and any stall counts as held     | 37/50 | 38/50 |
+| servo_noise           | slowly varying joint noise, std 0.03 rad                          | 35/50 | 38/50 |
+| band_strict           | "held" only up to 0.607 open: good holds are often judged empty   | 22/50 | 28/50 |
+| short_reach           | cube estimate 3.5 cm short in y: closes short of or on the cube's |       |       |
+|                       | edge, re-approaches once                                          | 24/50 | 21/50 |
+| eager_stall           | stall counted at < 0.03 change per step: stops while still        | 12/50 | 8/50  |
+|                       | closing, a light hold                                             |       |       |
+| eager_stall_light     | the eager stall with a 0.3 squeeze: the fingers barely touch      | 0/50  | 0/50  |
+| band_inverted         | "held" band [0, 0.3]: every good hold judged empty, never carried | 0/50  | 0/50  |
+"""
