@@ -21,6 +21,10 @@ success.
 | `rate`          | resolved-rate: twist toward the phase's pose through the Jacobian's damped   |
 |                 | pseudo-inverse every step; 45-degree grasp from the right's own side, low    |
 |                 | hand-over at the table centre, left level, pinching top and bottom faces     |
+| `stall`         | joint-space cubic splines planned per phase; grasps by feel (closes until    |
+|                 | the fingers stall, squeezes, judges the hold by the stalled opening, re-     |
+|                 | approaches once); front grasp, cube tipped up at a left-half hand-over,      |
+|                 | left takes from above, slightly tilted, after its own feel-check             |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
