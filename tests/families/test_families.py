@@ -37,7 +37,7 @@ def _fingers_xy_at_close(episode: dict) -> tuple[np.ndarray, np.ndarray]:
     return (tips[0][:2] + tips[1][:2]) / 2, cubes[close, :2]
 
 
-@pytest.mark.parametrize("family", ["waypoint", "jointspace", "pincer", "relay", "retry", "rate"])
+@pytest.mark.parametrize("family", ["waypoint", "jointspace", "pincer", "relay", "retry", "rate", "stall"])
 def test_nominal_settings_succeed(family):
     episodes = play(family, {}, initial_poses("id", 3), num_envs=3)
     assert [e["success"] for e in episodes] == [True, True, True]
@@ -299,3 +299,67 @@ def test_rate_knobs_deviate_as_labelled():
         assert _first_open(dropped["actions"]) < _first_close(dropped["actions"], 6)
         assert dropped["max_reward"] >= 2 and not dropped["success"]
         assert not late["success"] and late["max_reward"] < 3  # the left never gets to take the cube
+
+
+def _stall_step(actions: np.ndarray, close: int, rate: float) -> int:
+    """First step after `close` at which the right gripper command stops falling by `rate` a step: where the
+    stall detector fired and the command jumped to the stalled opening minus the squeeze."""
+    falls = -np.diff(actions[close:, 13])
+    return close + 1 + int(np.nonzero(np.abs(falls - rate) > 1e-4)[0][0])
+
+
+def _right_finger_gap(episode: dict, step: int) -> float:
+    """Distance (m) between the right fingers at `step`, from MuJoCo's kinematics of the recorded finger
+    joint (the reported opening mapped to the finger slide joints, as gym-aloha does)."""
+    model = load_model()
+    data = mujoco.MjData(model)
+    finger = FINGER_CLOSE + episode["states"][step, 13] * (FINGER_OPEN - FINGER_CLOSE)
+    data.qpos[8:16] = np.concatenate([episode["states"][step, 7:13], [finger, -finger]])
+    mujoco.mj_kinematics(model, data)
+    tips = [data.geom_xpos[model.geom(f"vx300s_right/10_{s}_gripper_finger").id] for s in ("left", "right")]
+    return float(np.linalg.norm(tips[0] - tips[1]))
+
+
+def test_stall_grasps_by_feel_and_its_knobs_act_as_labelled():
+    from families.stall import StallKnobs
+
+    rate = StallKnobs().close_rate
+    poses = initial_poses("id", 2)
+    nominal = play("stall", {}, poses, num_envs=2, record=True)
+    eager = play("stall", {"stall_eps": 0.03}, poses, num_envs=2, record=True)
+    loose = play("stall", {"squeeze": 0.0}, poses, num_envs=2, record=True)
+    for good, early, limp in zip(nominal, eager, loose, strict=True):
+        stall = _stall_step(good["actions"], _closes(good["actions"], 13)[0], rate)
+        # The nominal stall fires with the fingers on the cube (they read ~0.6 open: 4 cm between the pads)
+        # and then squeezes 0.5 below where they stopped.
+        assert 0.5 < good["states"][stall, 13] < 0.7
+        assert good["actions"][stall, 13] == pytest.approx(good["states"][stall, 13] - 0.5, abs=1e-5)
+        early_stall = _stall_step(early["actions"], _closes(early["actions"], 13)[0], rate)
+        # The eager detector stops the fingers wider than the cube: measured on the recorded finger joints.
+        assert _right_finger_gap(early, early_stall) > _right_finger_gap(good, stall) + 0.004
+        # Without the extra squeeze the command stays at the stalled opening to the end of the feel phase.
+        limp_stall = _stall_step(limp["actions"], _closes(limp["actions"], 13)[0], rate)
+        held = limp["actions"][limp_stall : limp_stall + 5, 13]
+        assert np.allclose(held, limp["states"][limp_stall, 13], atol=1e-5)
+        assert good["success"]
+
+
+def test_stall_reapproaches_once_deeper_after_a_close_it_judges_empty():
+    from families.stall import DEEPER
+
+    poses = initial_poses("id", 2)
+    retried = play("stall", {"held_low": 0.0, "held_high": 0.3}, poses, num_envs=2, record=True)
+    single = play("stall", {"held_low": 0.0, "held_high": 0.3, "reapproach": False}, poses, num_envs=2,
+                  record=True)  # fmt: skip
+    for twice, once in zip(retried, single, strict=True):
+        first, second = _closes(twice["actions"], 13)  # closes, re-opens, comes again: exactly two tries
+        assert second - first > 30
+        approach = _gripper_axes(twice, "right", first)[:, 0]
+        assert approach[1] > 0.6 and approach[2] < -0.6  # in from the front (+y), pitched down ~45 degrees
+        # Relative to the cube as it lies at each close (the first close may have nudged it).
+        depth = [(_tcp(twice, "right", t) - twice["cubes"][t, :3]) @ approach for t in (first, second)]
+        # The second try is aimed DEEPER (1.5 cm) farther along the approach; the finger tips meet the table
+        # part of the way, so the measured hand goes in at least 3 mm farther, not the whole 1.5 cm.
+        assert DEEPER > depth[1] - depth[0] > 0.003, depth
+        assert len(_closes(once["actions"], 13)) == 1
+        assert not twice["success"] and not once["success"]  # a good hold judged empty is never carried
