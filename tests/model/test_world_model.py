@@ -1185,6 +1185,20 @@ def test_chance_takes_a_grasp_with_its_odds_drawn_once_per_gripper(clips):
             head.step(latent, chunk(stop - depth))
         assert float(head._doubt[0]) == pytest.approx(4 * p * (1 - p), rel=1e-3)
     assert float(head.outcome_spread(metres=True)) >= scale * 4 * p * (1 - p) - 1e-6
+    # head.odds_doubt: the same odds raise the doubt, and the rules alone decide (a light squeeze takes)
+    with pytest.raises(ValueError, match="head.odds_doubt=True needs head.takes=True and head.doubt=True"):
+        WorldModelConfig.tiny(head={**rules, "odds_doubt": True})
+    model = _model(clips, head={**rules, "odds_doubt": True, "doubt": True})
+    head = model.state_head
+    _contact_probe(model, 5)
+    head.fk.table_top = fk.table_top
+    head.grasp_odds.copy_(torch.tensor([[0.003, 0.0005], [0.1, 0.02]]))
+    assert head.odds and not head.chances
+    assert takes(stop - 0.02, 0.99) and takes(stop - 0.1, 0.7)
+    head.forget_outcomes()
+    with torch.no_grad():
+        head.step(latent, chunk(stop - 0.1))
+    assert float(head._doubt[0]) == pytest.approx(1.0, rel=1e-3)
 
 
 def test_fit_odds_recovers_the_edges_that_made_the_outcomes():

@@ -90,6 +90,10 @@ class StateHeadConfig:
     # drawn once per gripper and episode, instead of by head.balance's hard edge: grasps near an edge
     # succeed in some episodes and fail in others, as they do on the robot.
     chance: bool = False
+    # With takes and doubt, imagined steps: the uncertainty rises where a grasp's fitted odds (`grasp_odds`,
+    # fitted as for head.chance) are near even, while the rules still decide the grasp (head.chance decides
+    # it by the odds too).
+    odds_doubt: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.pose_modes <= 8:
@@ -124,6 +128,8 @@ class StateHeadConfig:
             raise ValueError("head.takes=True needs head.pad_holds=True and head.balance=True.")
         if self.chance and not self.takes:
             raise ValueError("head.chance=True needs head.takes=True.")
+        if self.odds_doubt and not (self.takes and self.doubt):
+            raise ValueError("head.odds_doubt=True needs head.takes=True and head.doubt=True.")
         if self.arm_tracking and not self.arm_targets:
             raise ValueError("head.arm_tracking=True needs head.arm_targets=True.")
 

@@ -209,7 +209,8 @@ class StateDynamicsHead(nn.Module):
         # With `head.chance`, each grasp factor's edge and width (`fit_grasp_odds`, saved); until fitted,
         # head.balance's edge, and no squeeze edge.
         self.chances = bool(cfg.head.chance and cfg.head.takes and self.kinematic)
-        if self.chances:
+        self.odds = self.chances or bool(cfg.head.odds_doubt and cfg.head.takes and self.kinematic)
+        if self.odds:  # head.odds_doubt reads the same fitted odds for the uncertainty alone
             self.register_buffer("grasp_odds", torch.tensor(self.ODDS_UNFITTED))
 
     @property
@@ -975,8 +976,8 @@ class StateDynamicsHead(nn.Module):
     def _track_doubt(self, latent: torch.Tensor, chunk: torch.Tensor) -> None:
         """`head.doubt`: the episode's doubt (B,) in [0,1], the most it has been: for each gripper with the
         object between its fingers (`gripped`) at a frame's start, how near its grasp lies to the edge of
-        each rule that is on (1 on the edge, falling as a Gaussian of DOUBT_WIDTH), and with `head.chance`,
-        how near even its odds are (4 p (1 - p))."""
+        each rule that is on (1 on the edge, falling as a Gaussian of DOUBT_WIDTH), and with `head.chance` or
+        `head.odds_doubt`, how near even its odds are (4 p (1 - p))."""
         _, rot, _, rel = self._grasp(latent)
         near = self.gripped(rel).mean(1) > 0.5  # (B,G)
         edges = []
@@ -991,7 +992,7 @@ class StateDynamicsHead(nn.Module):
         if self.cfg.head.pad_holds:
             across = (rel[..., self.fk.closing_axis] - self.fk.pad_centre[self.fk.closing_axis]).abs()
             edges.append(((across.mean(1) - self.HOLD_ACROSS) / self.DOUBT_WIDTH["across"]).pow(2))
-        if self.chances:  # even odds: full doubt, falling as 4 p (1 - p)
+        if self.odds:  # even odds: full doubt, falling as 4 p (1 - p)
             odds = self.take_odds(latent, chunk).mean(1)
             edges.append(-(4 * odds * (1 - odds)).clamp_min(1e-6).log())
         if not edges:

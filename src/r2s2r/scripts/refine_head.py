@@ -39,8 +39,8 @@ with the head; its errors (radians, target alone vs tracked) go into refine.json
 
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
 --stops, --balance, --pad_holds, --takes, --held_success, --grip_servo, --capture, --squeeze, --turns,
---doubt, --chance, --pad_overlap) on a refined head, fits the tracking model, the grippers' servo and the
-grasp odds, and writes
+--doubt, --chance, --odds_doubt, --pad_overlap) on a refined head, fits the tracking model, the grippers'
+servo and the grasp odds, and writes
 the world model. Other flags must then match the checkpoint's head (they would
 rebuild it, untrained); that is refused.
 
@@ -133,6 +133,10 @@ labelled by whether that gripper then carried the cube off the table with the ot
 (`fit_grasp_odds`; refine.json gives the fit and its calibration). Each imagined episode draws once per
 gripper, so a grasp near an edge holds in some episodes and not in others, as on the robot; with --doubt,
 even odds raise the uncertainty too.
+
+--odds_doubt (with --takes and --doubt; fitted as for --chance): the same fitted odds raise the uncertainty
+where a grasp's odds are near even, while the rules still decide every grasp (no draw): the rules' rankings
+with the odds' uncertainty.
 
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds; each imagined episode of WorldModelEnv follows one, drawn once by the odds.

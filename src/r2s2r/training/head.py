@@ -103,6 +103,7 @@ class RefineConfig:
     turns: bool = False  # with pad_holds: an imagined held cube turns rigidly with its gripper
     doubt: bool = False  # with pads: uncertainty rises where a grasp comes near a grasp rule's edge
     chance: bool = False  # with takes: grasps hold with odds fitted to --data, drawn per episode
+    odds_doubt: bool = False  # with takes and doubt: those odds raise the uncertainty near even, alone
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
@@ -154,6 +155,7 @@ RULES = (
     "turns",
     "doubt",
     "chance",
+    "odds_doubt",
     "pad_overlap",
 )
 
@@ -205,6 +207,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "balance": cfg.balance, "pad_holds": cfg.pad_holds, "takes": cfg.takes,
             "held_success": cfg.held_success, "grip_servo": cfg.grip_servo, "capture": cfg.capture,
             "squeeze": cfg.squeeze, "turns": cfg.turns, "doubt": cfg.doubt, "chance": cfg.chance,
+            "odds_doubt": cfg.odds_doubt,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
@@ -215,7 +218,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             )
         model = upgrade_head(model, seed=cfg.head.seed, **fields_)
     elif not cfg.head.steps and not (
-        model.state_head.tracks or model.state_head.servos or model.state_head.chances
+        model.state_head.tracks or model.state_head.servos or model.state_head.odds
     ):
         raise ValueError("--head.steps=0 with --upgrade=false changes nothing; drop --upgrade=false.")
     episodes = [ep for root in cfg.data for ep in read_episodes(root, model, cfg.max_episodes)]
@@ -227,7 +230,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
         figures["arm_tracking"] = fit_arm_tracking(model, episodes)
     if model.state_head.servos:
         figures["grip_servo"] = fit_grip_servo(model, episodes)
-    if model.state_head.chances:
+    if model.state_head.odds:
         figures["grasp_odds"] = fit_grasp_odds(model, episodes)
     start = time.perf_counter()
     log = refine_head(model, episodes, cfg.head, partial, settings) if cfg.head.steps else []
