@@ -135,3 +135,11 @@ if [ ! -f $D/head_chance/refine.json ]; then
     --balance=true --pad_holds=true --held_success=true --takes=true --chance=true --doubt=true \
     --data="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]" --output_dir=$D/head_chance
 fi
+# The same odds for the uncertainty alone (head.odds_doubt: even odds raise it; the rules still decide every
+# grasp), with head_takes' rules: head_odds, head_takes' rankings with head_chance's uncertainty.
+if [ ! -f $D/head_odds/refine.json ]; then
+  $BIN/r2s2r-refine-head --checkpoint=$D/head_tracking --cameras=false --still_mode=true \
+    --holds=true --contact=true --pads=true --falls=true --arm_tracking=true --head.steps=0 \
+    --balance=true --pad_holds=true --held_success=true --takes=true --odds_doubt=true --doubt=true \
+    --data="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]" --output_dir=$D/head_odds
+fi
