@@ -25,6 +25,10 @@ success.
 |                 | the fingers stall, squeezes, judges the hold by the stalled opening, re-     |
 |                 | approaches once); front grasp, cube tipped up at a left-half hand-over,      |
 |                 | left takes from above, slightly tilted, after its own feel-check             |
+| `overlap`       | concurrent minimum-jerk Cartesian trajectories, IK every step, no turns:     |
+|                 | the left sets off while the right still grasps, predicts the moving cube     |
+|                 | from its last poses and closes on it while the right still carries it along  |
+|                 | a slow path toward the centre; the right opens once the left's fingers stop  |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).

@@ -62,6 +62,7 @@ CARRY_SPEED = 0.04  # m/s, mean speed of the nominal carry
 GRIP_STEPS = 10  # steps over which a gripper command ramps
 STALL_EPS = 0.01  # the left's fingers have stopped: its opening changed less than this over STALL_SPAN
 STALL_SPAN = 2
+JOINT_STEP = 0.1  # rad, the most a joint command moves in one step (a servo-safe rate limit)
 HOME = np.array([0.0, -0.96, 1.16, 0.0, -0.3, 0.0])
 
 # Nominal timeline (steps from the episode start); `timing_scale` scales every duration.
@@ -82,8 +83,9 @@ class OverlapKnobs:
     observe_lag: int = 0  # steps by which the left's cube reading is stale (not compensated)
     carry_scale: float = 1.0  # scales the carry's duration (< 1: a faster hand-over)
     left_delay: int = 0  # steps the left sets off later than nominal
-    release_timer: int = -1  # >= 0: the right opens this many steps after the left starts closing, whatever
-    # the left's fingers do; < 0: it opens once they have stopped closing
+    release_timer: int = -1  # >= 0: the right opens this many steps after the left set off (nominally the
+    # left starts closing 125 steps after it sets off), whatever the left's fingers do; < 0: it opens once
+    # the left's fingers have stopped closing on the cube
     meet_low: float = 0.15  # m, height of the cube centre where the carry path starts
     meet_high: float = 0.22  # m, ... and where it ends
     ignore_yaw: bool = False  # both hands close along world y even when the cube's faces are turned
@@ -131,7 +133,8 @@ class Hand:
 
     def __init__(self, arm: Arm, q: np.ndarray):
         self.arm = arm
-        self.q = np.asarray(q, dtype=float)
+        self.q = np.asarray(q, dtype=float)  # joint command
+        self.q_ik = self.q.copy()  # IK solution of the trajectory pose (warm start of the next solve)
         self.pos, self.rot = arm.fk(self.q)
         self.traj: Trajectory | None = None
         self.grip = GRIPPER_OPEN
@@ -144,7 +147,8 @@ class Hand:
     def step(self, t: int) -> None:
         if self.traj is not None:
             self.pos, self.rot = self.traj.pose(t)
-        self.q, _ = self.arm.ik(self.pos, self.rot, self.q, iters=12, rot_weight=0.4, damping=0.015)
+        self.q_ik, _ = self.arm.ik(self.pos, self.rot, self.q_ik, iters=12, rot_weight=0.4, damping=0.015)
+        self.q = self.q + np.clip(self.q_ik - self.q, -JOINT_STEP, JOINT_STEP)
 
 
 class OverlapEpisode:
@@ -158,7 +162,7 @@ class OverlapEpisode:
         self.noise = smooth_noise(episode_rng(knobs.seed, cube), EPISODE_STEPS, 12, knobs.joint_noise,
                                   knobs.noise_tau)  # fmt: skip
         self.phase_r, self.phase_l = "start", "wait"
-        self.t_close_l = self.t_stall = self.t_open = -1
+        self.t_set_off = self.t_close_l = self.t_stall = self.t_open = -1
         self.frozen: tuple[np.ndarray, np.ndarray, int] | None = None  # cube, velocity, step at the left close
         self.openings: list[float] = []
 
@@ -272,10 +276,10 @@ class OverlapEpisode:
                 self.phase_r = "retreat"
 
     def _release_now(self, t: int) -> bool:
+        if self.k.release_timer >= 0:
+            return self.t_set_off >= 0 and t - self.t_set_off >= self.k.release_timer
         if self.t_close_l < 0:
             return False
-        if self.k.release_timer >= 0:
-            return t - self.t_close_l >= self.k.release_timer
         return self.t_stall >= 0
 
     def _left_step(self, t: int, cube: np.ndarray) -> None:
@@ -286,7 +290,7 @@ class OverlapEpisode:
             self.left_offset = -LEFT_DEPTH * self.left_rot[:, 0] + LEFT_SHIFT * width  # TCP minus cube centre
             standoff = self.left_offset - LEFT_STANDOFF * self.left_rot[:, 0]
             self.lseg = h.move(t, L_REACH * ts, lambda s: self._predicted(s) + standoff, self.left_rot)
-            self.phase_l = "reach"
+            self.phase_l, self.t_set_off = "reach", t
         elif self.phase_l == "reach" and t >= self.lseg.end:
             self.lseg = h.move(t, L_APPROACH * ts, lambda s: self._predicted(s) + self.left_offset, self.left_rot)
             self.phase_l = "approach"
@@ -325,6 +329,16 @@ def make_policy(**kwargs) -> OverlapPolicy:
     return OverlapPolicy(OverlapKnobs(**kwargs))
 
 
+# Named settings for measure.py; measured success rates are in the docstring below and in measured.json.
 FAMILY_SETTINGS: dict[str, dict] = {
     "nominal": {},
+    "no_prediction": {"predict_lead": 0},
+    "stale_reading": {"observe_lag": 25},
+    "rushed": {"timing_scale": 0.4},
+    "servo_noise": {"joint_noise": 0.04},
+    "fast_handover": {"carry_scale": 0.5},
+    "overpredict": {"predict_lead": 15},
+    "servo_noise_heavy": {"joint_noise": 0.06},
+    "timer_release": {"release_timer": 115},
+    "left_late": {"left_delay": 190},
 }
