@@ -76,7 +76,7 @@ L_AWAY = 40
 
 @dataclass
 class OverlapKnobs:
-    """How the overlapping controller deviates from its nominal behaviour; the defaults are the nominal one."""
+    """How the overlapping controller deviates from its nominal behaviour; defaults are the nominal one."""
 
     predict_lead: float = 6.0  # steps ahead the left predicts the cube (0: aims where it is seen)
     velocity_window: int = 4  # steps between the two cube poses the left's velocity estimate uses
@@ -103,7 +103,9 @@ class OverlapKnobs:
         if self.carry_scale <= 0 or self.timing_scale <= 0 or self.joint_noise < 0 or self.noise_tau <= 0:
             raise ValueError("carry_scale, timing_scale and noise_tau must be > 0, joint_noise >= 0.")
         if min(self.meet_low, self.meet_high) <= CUBE_HALF:
-            raise ValueError(f"meet_low={self.meet_low} and meet_high={self.meet_high} must be above the table.")
+            raise ValueError(
+                f"meet_low={self.meet_low} and meet_high={self.meet_high} must be above the table."
+            )
 
 
 class Trajectory:
@@ -116,7 +118,8 @@ class Trajectory:
     def __init__(self, t0: int, duration: int, pos0: np.ndarray, rot0: np.ndarray, goal, rot1: np.ndarray):
         self.t0, self.duration = t0, max(1, int(round(duration)))
         self.pos0 = np.asarray(pos0, dtype=float)
-        self.goal = goal if callable(goal) else (lambda t, g=np.asarray(goal, dtype=float): g)
+        fixed = None if callable(goal) else np.asarray(goal, dtype=float)
+        self.goal = goal if fixed is None else (lambda t: fixed)
         self.slerp = Slerp([0.0, 1.0], Rotation.from_matrix(np.stack([rot0, rot1])))
 
     @property
@@ -163,7 +166,9 @@ class OverlapEpisode:
                                   knobs.noise_tau)  # fmt: skip
         self.phase_r, self.phase_l = "start", "wait"
         self.t_set_off = self.t_close_l = self.t_stall = self.t_open = -1
-        self.frozen: tuple[np.ndarray, np.ndarray, int] | None = None  # cube, velocity, step at the left close
+        self.frozen: tuple[np.ndarray, np.ndarray, int] | None = (
+            None  # cube, velocity, step at the left close
+        )
         self.openings: list[float] = []
 
     # ------------------------------------------------------------------ geometry
@@ -292,7 +297,9 @@ class OverlapEpisode:
             self.lseg = h.move(t, L_REACH * ts, lambda s: self._predicted(s) + standoff, self.left_rot)
             self.phase_l, self.t_set_off = "reach", t
         elif self.phase_l == "reach" and t >= self.lseg.end:
-            self.lseg = h.move(t, L_APPROACH * ts, lambda s: self._predicted(s) + self.left_offset, self.left_rot)
+            self.lseg = h.move(
+                t, L_APPROACH * ts, lambda s: self._predicted(s) + self.left_offset, self.left_rot
+            )
             self.phase_l = "approach"
         elif self.phase_l == "approach" and t >= self.lseg.end:
             self.frozen = (self.cubes[-1 - min(k.observe_lag, len(self.cubes) - 1)][:3].copy(),
