@@ -37,7 +37,9 @@ def _fingers_xy_at_close(episode: dict) -> tuple[np.ndarray, np.ndarray]:
     return (tips[0][:2] + tips[1][:2]) / 2, cubes[close, :2]
 
 
-@pytest.mark.parametrize("family", ["waypoint", "jointspace", "pincer", "relay", "retry", "rate", "stall"])
+@pytest.mark.parametrize(
+    "family", ["waypoint", "jointspace", "pincer", "relay", "retry", "rate", "stall", "overlap"]
+)
 def test_nominal_settings_succeed(family):
     episodes = play(family, {}, initial_poses("id", 3), num_envs=3)
     assert [e["success"] for e in episodes] == [True, True, True]
@@ -363,3 +365,62 @@ def test_stall_reapproaches_once_deeper_after_a_close_it_judges_empty():
         assert DEEPER > depth[1] - depth[0] > 0.003, depth
         assert len(_closes(once["actions"], 13)) == 1
         assert not twice["success"] and not once["success"]  # a good hold judged empty is never carried
+
+
+def _tcp_speed(episode: dict, side: str, step: int, half: int = 3) -> float:
+    """Speed (m/s) of one gripper's tool centre point around `step`, from MuJoCo's kinematics of the
+    recorded joints at step - half and step + half (50 Hz)."""
+    moved = _tcp(episode, side, step + half) - _tcp(episode, side, step - half)
+    return float(np.linalg.norm(moved) * 50 / (2 * half))
+
+
+def test_overlap_hands_over_in_motion_and_opens_on_the_left_fingers():
+    for episode in play("overlap", {}, initial_poses("id", 2), num_envs=2, record=True):
+        actions, states = episode["actions"], episode["states"]
+        right_close, left_close = _first_close(actions, 13), _first_close(actions, 6)
+        # The left sets off while the right is still closing on the cube: overlapping, not taking turns.
+        left_moves = int(np.nonzero(np.abs(actions[:, :6] - actions[0, :6]).max(axis=1) > 0.01)[0][0])
+        assert left_moves < right_close + 20
+        assert (
+            _tcp_speed(episode, "left", right_close + 30) > 0.05
+        )  # ... and is well on its way during the lift
+        # The left closes on a cube still being carried: the right hand is moving at more than 2 cm/s.
+        assert _tcp_speed(episode, "right", left_close) > 0.02
+        assert 0.15 < episode["cubes"][left_close, 2] < 0.25  # on the meeting path, 15-25 cm up
+        # The right opens only once the left's fingers have stopped closing, on the cube (~0.6 open).
+        release = _first_open(actions)
+        assert release > left_close
+        assert 0.4 < states[release, 6] < 0.8 and abs(states[release, 6] - states[release - 2, 6]) < 0.01
+        assert episode["success"]
+
+
+def test_overlap_knobs_deviate_as_labelled():
+    poses = initial_poses("id", 2)
+    nominal = play("overlap", {}, poses, num_envs=2, record=True)
+    timer = play("overlap", {"release_timer": 115}, poses, num_envs=2, record=True)
+    fast = play("overlap", {"carry_scale": 0.5}, poses, num_envs=2, record=True)
+    for good, early, rushed in zip(nominal, timer, fast, strict=True):
+        # On the timer the right opens before the left's fingers have even started to close: the cube drops.
+        assert _first_open(early["actions"]) < _first_close(early["actions"], 6)
+        assert early["states"][_first_open(early["actions"]), 6] > 0.9  # the left still wide open
+        assert early["max_reward"] >= 2 and not early["success"]
+        assert early["cubes"][-1, 2] < 0.03  # on the table
+        # A faster carry: the right hand moves faster than nominal when the left closes on the cube.
+        assert _tcp_speed(rushed, "right", _first_close(rushed["actions"], 6)) > 1.3 * _tcp_speed(
+            good, "right", _first_close(good["actions"], 6)
+        )
+
+
+def test_overlap_prediction_leads_the_left_along_the_cube_path():
+    poses = initial_poses("id", 2)
+    blind = play("overlap", {"predict_lead": 0}, poses, num_envs=2, record=True)
+    ahead = play("overlap", {"predict_lead": 15}, poses, num_envs=2, record=True)
+    for lagging, leading in zip(blind, ahead, strict=True):
+        offsets = []
+        for episode in (lagging, leading):
+            close = _first_close(episode["actions"], 6)
+            velocity = episode["cubes"][close, :3] - episode["cubes"][close - 4, :3]
+            direction = velocity / np.linalg.norm(velocity)  # where the carried cube is heading
+            offsets.append((_tcp(episode, "left", close) - episode["cubes"][close, :3]) @ direction)
+        # Aimed 15 steps ahead, the left's measured TCP sits farther along the cube's path than unpredicted.
+        assert offsets[1] - offsets[0] > 0.006, offsets
