@@ -128,12 +128,13 @@ if [ ! -f $D/head_servo/refine.json ]; then
 fi
 # Grasp odds fitted to the coverage data (head.chance: a grasp takes and holds the cube with odds from its
 # balance margin and squeeze depth, drawn once per gripper and episode; fitted on every episode's grasps),
-# with head_takes' rules and head.doubt: head_chance. The arms' tracking is fitted again on these frames.
+# with head_takes' rules and head.doubt: head_chance. The arms' tracking is fitted again on head_tracking's
+# frames (--max_episodes=1000: the same fit; fitted on every episode it moved rate's figures by itself).
 if [ ! -f $D/head_chance/refine.json ]; then
   $BIN/r2s2r-refine-head --checkpoint=$D/head_tracking --cameras=false --still_mode=true \
     --holds=true --contact=true --pads=true --falls=true --arm_tracking=true --head.steps=0 \
     --balance=true --pad_holds=true --held_success=true --takes=true --chance=true --doubt=true \
-    --data="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]" --output_dir=$D/head_chance
+    --max_episodes=1000 --data="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]" --output_dir=$D/head_chance
 fi
 # The same odds for the uncertainty alone (head.odds_doubt: even odds raise it; the rules still decide every
 # grasp), with head_takes' rules: head_odds, head_takes' rankings with head_chance's uncertainty.
@@ -141,5 +142,5 @@ if [ ! -f $D/head_odds/refine.json ]; then
   $BIN/r2s2r-refine-head --checkpoint=$D/head_tracking --cameras=false --still_mode=true \
     --holds=true --contact=true --pads=true --falls=true --arm_tracking=true --head.steps=0 \
     --balance=true --pad_holds=true --held_success=true --takes=true --odds_doubt=true --doubt=true \
-    --data="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]" --output_dir=$D/head_odds
+    --max_episodes=1000 --data="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]" --output_dir=$D/head_odds
 fi

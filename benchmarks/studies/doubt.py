@@ -3,12 +3,14 @@
 `head.doubt` adds no weights and changes no imagined outcome: the uncertainty of an imagined episode rises
 where one of its grasps came near the edge of a grasp rule that is on, and stays up. It was built with
 `head_servo` (designed on the design set, measured on the fresh families `retry`, `pincer` and `relay`).
+`head.chance`'s fitted grasp odds add one more edge, even odds (`head_chance`, where they decide grasps,
+and `head_odds`, `head.odds_doubt`, where the rules still decide them).
 Here it is switched on, in memory, for `head_takes` too, whose rules are fewer (balance and the hold
 across the fingers; no squeeze, no capture), and `uncertainty_vs_error` (object-position error against
 the uncertainty over the replayed frames, Spearman) is measured on each set's logs: the first
 `--episodes` logs of every policy that `benchmarks/generalization.py` recorded (run it first for the
-design set, `retry` and `pincer,relay`). `head_takes` with doubt is measured after `head_servo`'s figures
-on those families were read: its figures there are not held out for the doubt. Writes
+design set, `retry`, `pincer,relay` and `rate`). `head_takes` with doubt is measured after `head_servo`'s
+figures on those families were read: its figures there are not held out for the doubt. Writes
 benchmarks/results/archive/doubt.json.
 
 Usage:
@@ -36,11 +38,14 @@ SETS = {  # name: (generalization.py's --output_dir, families)
     "design (waypoint, jointspace)": ("outputs/bench/generalization", ("waypoint", "jointspace")),
     "retry": ("outputs/bench/generalization_retry", ("retry",)),
     "pincer, relay": ("outputs/bench/generalization_heldout", ("pincer", "relay")),
+    "rate": ("outputs/bench/generalization_rate", ("rate",)),
 }
 HEADS = {  # name: (world model, head.doubt switched on)
     "head_takes": ("outputs/coverage/head_takes", False),
     "head_takes + doubt": ("outputs/coverage/head_takes", True),
     "head_servo (doubt)": ("outputs/coverage/head_servo", True),
+    "head_chance (odds decide, doubt)": ("outputs/coverage/head_chance", True),
+    "head_odds (odds doubt)": ("outputs/coverage/head_odds", True),
 }
 
 
@@ -75,7 +80,9 @@ def main() -> None:
         "held_out": "design set: informed every rule, head.doubt included. retry, pincer, relay: head.doubt"
         " was built on the design set and measured there with head_servo first (generalization_retry.json,"
         " generalization_heldout.json); head_takes + doubt was measured here after those figures were read,"
-        " so its figures are not held out for the doubt; relay informed head.squeeze",
+        " so its figures are not held out for the doubt; relay informed head.squeeze. rate: head_takes and"
+        " head_chance were ranked there once (generalization_rate.json) before head_odds (the odds for the"
+        " doubt alone) was built; head_odds was built after every figure here was read except its own",
     })  # fmt: skip
 
 
