@@ -69,7 +69,11 @@ Usage:
     M=outputs/coverage; python benchmarks/generalization.py --families rate --per_split 25 --samples 1 \
         --output_dir outputs/bench/generalization_rate \
         --world_models assets/world_model_blind,$M/head_takes,$M/head_chance \
-        --out benchmarks/results/generalization_rate.json           # the freshest family
+        --out benchmarks/results/generalization_rate.json           # the seventh family
+    M=outputs/coverage; python benchmarks/generalization.py --families stall --per_split 25 --samples 1 \
+        --output_dir outputs/bench/generalization_stall \
+        --world_models assets/world_model_blind,$M/head_odds \
+        --out benchmarks/results/generalization_stall.json          # the eighth, head_odds ranked once
     python benchmarks/generalization.py --families camera --per_split 5 --no_floor --samples 1 \
         --world_models assets/world_model_small --out benchmarks/results/generalization_camera.json
         # the video path; rendering the logs takes ~12 s an episode on one core
