@@ -9,7 +9,9 @@ holds and the actions are collected into the chunk that conditions the next fram
 
 With a head of several object-pose modes (`head.pose_modes`), each imagined episode draws once at
 `reset` which of the predicted outcomes it follows, by their predicted odds: over many episodes the
-imagined rates follow the odds instead of an average outcome no real episode has.
+imagined rates follow the odds instead of an average outcome no real episode has. With `head.chance`, it
+also draws once per gripper the luck its grasps' fitted odds must beat (`StateDynamicsHead.take_odds`).
+Observations change once per model frame: within a frame the policy sees the frame's start repeated.
 
 Where the reset observation carries the object pose (`observation.environment_state`), the state head
 starts from it as well as from the cameras (`head.reads_objects`); without it, from the cameras alone,
