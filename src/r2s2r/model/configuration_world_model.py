@@ -86,7 +86,7 @@ class StateHeadConfig:
     # for the rest of the episode: the rules decide with certainty where the data says either outcome.
     doubt: bool = False
     # With takes, imagined steps: a grasp takes and holds the object with the odds the data gives its room
-    # (balance margin, offset across the fingers, squeeze depth; `grasp_odds` buffer, fitted not trained),
+    # (balance margin and squeeze depth; `grasp_odds` buffer, fitted not trained),
     # drawn once per gripper and episode, instead of by head.balance's hard edge: grasps near an edge
     # succeed in some episodes and fail in others, as they do on the robot.
     chance: bool = False

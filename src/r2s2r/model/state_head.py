@@ -490,9 +490,7 @@ class StateDynamicsHead(nn.Module):
         point, rot = self.fk(joints)  # (B,K,G,3), (B,K,G,3,3)
         cube = position.mean(1)[:, None, None]  # (B,1,1,3)
         rel = (rot.transpose(-1, -2) @ (cube - point)[..., None])[..., 0]  # (B,K,G,3)
-        faces = self._object_axes(latent)[:, 0, None, None]  # (B,1,1,3,3)
-        across = (faces.transpose(-1, -2) @ rot[..., :, 1:2])[..., 0].abs().sum(-1)
-        stop = self.fk.opening_at(self.fk.object_rest * across)  # (B,K,G)
+        stop = self.stop_at(rot, self._object_axes(latent)[:, 0, None])  # (B,K,G)
         inside = self.meets(rel) > 0.5  # (B,K,G) between the fingers: closing, they push it to the pads
         first = inside.float().argmax(1, keepdim=True)  # the first step with the object between the pads
         slack = (grips - stop + self.STOP_SLACK).gather(1, first)[:, 0]  # (B,G) >= 0: open round it

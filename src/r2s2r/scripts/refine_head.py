@@ -126,8 +126,8 @@ can happen.
 
 --chance (with --takes; fitted, switchable only through this command): a grasp takes and holds the cube
 with odds fitted to --data instead of by the balance rule's hard edge. The odds are a product of one
-logistic curve per factor: the cube's centre inside the pads' faces across gravity, its offset across the
-fingers, and how far past the pads' meeting the gripper is commanded. Each curve's edge and width are
+logistic curve per factor: the cube's centre inside the pads' faces across gravity, and how far past the
+pads' meeting the gripper is commanded. Each curve's edge and width are
 fitted by maximum likelihood on every first close of a gripper on the cube between its pads in --data,
 labelled by whether that gripper then carried the cube off the table with the other hand clear
 (`fit_grasp_odds`; refine.json gives the fit and its calibration). Each imagined episode draws once per
