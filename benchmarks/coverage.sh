@@ -144,3 +144,13 @@ if [ ! -f $D/head_odds/refine.json ]; then
     --balance=true --pad_holds=true --held_success=true --takes=true --odds_doubt=true --doubt=true \
     --max_episodes=1000 --data="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]" --output_dir=$D/head_odds
 fi
+# head_odds with the observations between model frames following the commands (head.substeps: the arms by
+# the tracking model, the grippers by a servo fitted here, a held cube with its hand): head_substeps. The
+# same weights, tracking and odds as head_odds (the same 1,000 episodes per dataset).
+if [ ! -f $D/head_substeps/refine.json ]; then
+  $BIN/r2s2r-refine-head --checkpoint=$D/head_tracking --cameras=false --still_mode=true \
+    --holds=true --contact=true --pads=true --falls=true --arm_tracking=true --head.steps=0 \
+    --balance=true --pad_holds=true --held_success=true --takes=true --odds_doubt=true --doubt=true \
+    --substeps=true --max_episodes=1000 --data="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]" \
+    --output_dir=$D/head_substeps
+fi

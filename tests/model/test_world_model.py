@@ -971,6 +971,85 @@ def test_grip_servo_follows_the_commands_step_by_step_and_is_fitted(clips):
     assert (trained - expected).abs().min() > 1e-3
 
 
+def test_substeps_move_the_observations_between_frames_as_the_commands_do(clips):
+    """`head.substeps`: between imagined frames, each control step's observation puts the arms at the targets
+    so far (no tracking model: exactly there), moves each gripper one servo step (gain 0.5, speed 0.05, band
+    0.1: from 1.0 toward 0, 0.05 a step) and stops it at 0.61, where its pads meet a 4 cm cube square between
+    them (0.95, 0.90, ..., 0.65, then 0.61, not 0.60); a cube the last step left carried by the left gripper
+    moves rigidly with it as its waist turns (its place and turn in the gripper's frame, by MuJoCo, kept),
+    an uncarried one stays. In a WorldModelEnv the observations change every control step, and each frame
+    ends exactly where it ends without substeps."""
+    from r2s2r.model.state_head import quat_matrix
+    from r2s2r.rollout.world_model_env import WorldModelEnv
+
+    with pytest.raises(ValueError, match="head.substeps=True needs head.arm_targets=True and head.pads"):
+        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, pads=True, substeps=True))
+    rules = dict(still_mode=True, contact=True, pads=True, holds=True, arm_targets=True, reads_cameras=False)
+    model = _model(clips, head={**rules, "substeps": True})
+    head, cfg = model.state_head, model.config
+    assert head.follows and not head.servos and head.grip_servo.tolist() == [0.0, 0.0, 0.0]
+    head.grip_servo.copy_(torch.tensor([0.5, 0.05, 0.1]))
+    grasp, _ = _contact_probe(model, 5)
+    start = torch.tensor(HOME)
+    start[6] = 1.0
+    point, rot = grasp(start)
+    cube = torch.cat([torch.tensor(point + rot @ [0.03, 0.0, 0.0], dtype=torch.float32), _quaternion(rot)])
+    arms = [i for i in range(14) if i not in (6, 13)]
+    targets = start.repeat(1, 12, 1)
+    targets[..., 6] = 0.0
+    state, openings = start[None], []
+    for k in range(1, 13):
+        state, pose = head.between(start[None], cube[None], state, targets[:, :k])
+        openings.append(float(state[0, 6]))
+        torch.testing.assert_close(pose, cube[None])  # nothing carries it: it stays
+    expected = [1.0 - 0.05 * k for k in range(1, 8)] + [0.61] * 5
+    np.testing.assert_allclose(openings, expected, atol=0.01)
+    assert openings[6] - openings[7] < 0.045 and openings[-1] == pytest.approx(openings[7])
+    far = cube.clone()
+    far[:3] += torch.tensor([0.0, 0.0, 0.2])  # 20 cm above: nothing stops the fingers
+    state = start[None]
+    for k in range(1, 13):
+        state, _ = head.between(start[None], far[None], state, targets[:, :k])
+    assert float(state[0, 6]) == pytest.approx(1.0 - 12 * 0.05, abs=1e-5)  # the top speed all the way
+    # carried by the left gripper: the waist turns 0.3 rad over three steps, the cube with the hand
+    head._carrier = torch.tensor([0])
+    turned = start.repeat(1, 3, 1)
+    turned[0, :, 0] += torch.tensor([0.1, 0.2, 0.3])
+    state = start[None]
+    for k in range(1, 4):
+        state, pose = head.between(start[None], cube[None], state, turned[:, :k])
+    torch.testing.assert_close(state[0, arms], turned[0, -1, arms])
+    point2, rot2 = grasp(turned[0, -1])
+    assert np.linalg.norm(point2 - point) > 0.05
+    np.testing.assert_allclose(pose[0, :3].numpy(), point2 + rot2 @ [0.03, 0.0, 0.0], atol=1e-4)
+    in_hand = rot2.T @ quat_matrix(pose[0, 3:7]).double().numpy()
+    np.testing.assert_allclose(in_hand, np.eye(3), atol=1e-4)
+    head._carrier = torch.tensor([-1])
+    assert torch.equal(head.between(start[None], cube[None], start[None], turned)[1], cube[None])
+
+    # in the env: observations move every control step; each frame ends as it does without substeps
+    def play(follows):
+        head.follows = follows
+        env = WorldModelEnv(model, num_envs=1, render=False, seed=0, check_physics=False)
+        env.reset({"observation.state": start[None], "observation.environment_state": cube[None]})
+        seen = []
+        for t in range(2 * cfg.frame_stride):
+            action = start.clone()
+            action[arms] += 0.01 * (t + 1)
+            action[6] = 0.0
+            obs, *_ = env.step(action[None])
+            seen.append(obs["observation.state"][0].clone())
+        return torch.stack(seen)
+
+    moving, held = play(True), play(False)
+    K = cfg.frame_stride
+    for frame_end in (K - 1, 2 * K - 1):
+        torch.testing.assert_close(moving[frame_end], held[frame_end], rtol=0, atol=0)
+    assert (held[1 : K - 1] == held[0]).all()  # without substeps: the start, repeated
+    steps = moving[1 : K - 1, arms] - moving[: K - 2, arms]
+    np.testing.assert_allclose(steps.numpy(), 0.01, atol=1e-5)  # with them: one target's step each
+
+
 def test_capture_and_squeeze_decide_whether_a_closing_gripper_takes_the_cube(clips):
     """`head.capture`: a gripper that starts the frame narrower than the cube (0.4 against 0.61 where its pads
     meet it square) does not take a cube between its pads (its fingers rest on it), one that starts open

@@ -94,6 +94,11 @@ class StateHeadConfig:
     # fitted as for head.chance) are near even, while the rules still decide the grasp (head.chance decides
     # it by the odds too).
     odds_doubt: bool = False
+    # With arm_targets and pads, imagined steps (no weights): the observations between model frames follow
+    # the commands one control step at a time (the arms by the tracking model on the frame's targets so far,
+    # the grippers by the fitted servo, stopped where their pads meet the object, a held object rigidly with
+    # its gripper), instead of repeating the frame's start until the next frame; each frame ends as before.
+    substeps: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.pose_modes <= 8:
@@ -130,6 +135,8 @@ class StateHeadConfig:
             raise ValueError("head.chance=True needs head.takes=True.")
         if self.odds_doubt and not (self.takes and self.doubt):
             raise ValueError("head.odds_doubt=True needs head.takes=True and head.doubt=True.")
+        if self.substeps and not (self.arm_targets and self.pads):
+            raise ValueError("head.substeps=True needs head.arm_targets=True and head.pads=True.")
         if self.arm_tracking and not self.arm_targets:
             raise ValueError("head.arm_tracking=True needs head.arm_targets=True.")
 

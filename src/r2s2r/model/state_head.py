@@ -72,6 +72,7 @@ class StateDynamicsHead(nn.Module):
         self.cfg = cfg
         self._outcomes = None  # the members' own expected object positions after the last `step`
         self._doubt = None  # head.doubt: how near a grasp rule's edge the episode has come (B,)
+        self._carrier = None  # (B,) the gripper whose carried mode the last `step` picked (-1: none)
         L, H = cfg.head.latent_dim, cfg.head.hidden
         self._build_encoder(cfg)  # 1. observation -> latent; the action chunk's embedding
         # With `head.carries_state` the latent is [z (L), proprio (S), object pose (E)]: the normalized
@@ -204,7 +205,10 @@ class StateDynamicsHead(nn.Module):
             self.register_buffer("tracking", torch.zeros(len(self.arm_index), TRACKING_FEATURES))
         # With `head.grip_servo`, the grippers' servo (gain, top speed, dead band; `fit_grip_servo`, saved).
         self.servos = bool(cfg.head.grip_servo and cfg.head.contact and self.kinematic)
-        if self.servos:  # zeros: the grippers stay where they are until fitted
+        # With `head.substeps`, the observations between frames follow the commands (`between`), the grippers
+        # by the same fitted servo.
+        self.follows = bool(cfg.head.substeps and self.arm_targets and cfg.head.contact and self.kinematic)
+        if self.servos or self.follows:  # zeros: the grippers stay where they are until fitted
             self.register_buffer("grip_servo", torch.zeros(3))
         # With `head.chance`, each grasp factor's edge and width (`fit_grasp_odds`, saved); until fitted,
         # head.balance's edge, and no squeeze edge.
@@ -681,7 +685,7 @@ class StateDynamicsHead(nn.Module):
         if latent.dim() == 2:
             latent = latent[:, None].expand(-1, self.cfg.head.ensemble, -1)  # (B,M,L)
         z, state, poses, logits = self._step_parts(latent, chunk, imagined=True)
-        self._outcomes = None
+        self._outcomes = self._carrier = None
         if self.cfg.head.doubt and self.kinematic and self.contact:
             self._track_doubt(latent, chunk)
         if state is None:
@@ -710,12 +714,62 @@ class StateDynamicsHead(nn.Module):
             )  # (B,) whether a gripper holds the cube, which one
             pick = torch.where(held[:, None], self.modes - self.fk.num_grippers + holder[:, None], pick)
         pick = pick.expand(-1, latent.shape[1])  # (B,M)
+        first_carried = self.modes - self.fk.num_grippers if self.kinematic else self.modes
+        self._carrier = torch.where(pick[:, 0] >= first_carried, pick[:, 0] - first_carried, -1)
         pose = _take(poses, pick)
         if self.kinematic:
             pose = self._on_table(latent, pose)
             if self.cfg.head.falls:
                 pose = self._falls(latent, pose)
         return torch.cat([z, state, pose], dim=-1)
+
+    @torch.no_grad()
+    def between(
+        self, start: torch.Tensor, pose: torch.Tensor | None, last: torch.Tensor, targets: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`head.substeps`: the raw proprio (B,S) and object pose (B,E) (None without one) after the first k
+        control steps of an imagined frame that started at proprio `start` (B,S) and object pose `pose`
+        (B,E), raw; `last` (B,S) is the proprio after k - 1 steps, `targets` (B,k,A) the commanded targets so
+        far, raw. The arms are where the tracking model puts them on the targets so far (at the last target
+        without it); each gripper moves one step of the fitted servo (`servo`) from `last`, but no further
+        closed than where its pads meet an object between them (`stop_at`) if it was open round it; an
+        object the last `step` left carried by a gripper moves rigidly with it (turning as it turns), any
+        other stays. Each frame still ends where `step` puts it: this is only what the policy sees meanwhile.
+        """
+        arm_targets = targets.index_select(-1, self.arm_index)  # (B,k,·)
+        arms = arm_targets[:, -1]
+        if self.tracks:
+            arms = arms + (tracking_features(arm_targets) * self.tracking).sum(-1)
+        state = last.index_copy(-1, self.arm_index, arms)
+        opening = self.servo(last[:, self.grippers], targets[:, -1:, self.grippers])  # (B,G)
+        state[:, self.grippers] = opening
+        if pose is None or pose.shape[-1] < 7:
+            return state, pose
+        point0, rot0 = self.fk(start)  # (B,G,3), (B,G,3,3)
+        point, rot = self.fk(state)
+        position, quat = pose[:, :3], pose[:, 3:7]
+        carrier = self._carrier if self._carrier is not None else torch.full_like(state[:, 0], -1).long()
+        held = carrier >= 0  # (B,)
+        g = carrier.clamp_min(0)[:, None, None]  # (B,1,1)
+        pick = lambda x: x.gather(1, g.expand(-1, 1, x.shape[-1]))[:, 0]  # noqa: E731
+        pick_rot = lambda r: r.gather(1, g[..., None].expand(-1, 1, 3, 3))[:, 0]  # noqa: E731
+        rel0 = (pick_rot(rot0).transpose(-1, -2) @ (position - pick(point0))[..., None])[..., 0]
+        carried = pick(point) + (pick_rot(rot) @ rel0[..., None])[..., 0]  # (B,3)
+        turn = _matrix_quat(pick_rot(rot) @ pick_rot(rot0).transpose(-1, -2))
+        turned = _quat_product(turn, quat / quat.norm(dim=-1, keepdim=True).clamp_min(1e-9))
+        turned = torch.where((turned * quat).sum(-1, keepdim=True) < 0, -turned, turned)
+        moved = torch.cat([carried, turned], dim=-1)
+        pose = torch.cat([torch.where(held[:, None], moved, pose[:, :7]), pose[:, 7:]], dim=-1)
+        # fingers closing on the object between their pads stop where the pads meet it
+        faces = quat_matrix(pose[:, 3:7])  # (B,3,3)
+        rel = (rot.transpose(-1, -2) @ (pose[:, None, :3] - point)[..., None])[..., 0]  # (B,G,3)
+        stop = self.stop_at(rot, faces)  # (B,G)
+        before = last[:, self.grippers]
+        stopped = (self.meets(rel) > 0.5) & (before >= stop - self.STOP_SLACK)
+        state[:, self.grippers] = torch.where(
+            stopped, torch.maximum(opening, torch.minimum(stop, before)), opening
+        )
+        return state, pose
 
     def _falls(self, latent: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
         """`head.falls`, imagined steps: an object that starts the frame over the table more than LANDING
@@ -963,7 +1017,7 @@ class StateDynamicsHead(nn.Module):
 
     def forget_outcomes(self) -> None:
         """Drop the last step's outcomes and the episode's doubt (a new imagined episode starts)."""
-        self._outcomes = None
+        self._outcomes = self._carrier = None
         self._doubt = None
 
     # head.doubt: how far from each rule's edge a grasp is still in doubt (a Gaussian of this width), and

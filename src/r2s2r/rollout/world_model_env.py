@@ -11,7 +11,10 @@ With a head of several object-pose modes (`head.pose_modes`), each imagined epis
 `reset` which of the predicted outcomes it follows, by their predicted odds: over many episodes the
 imagined rates follow the odds instead of an average outcome no real episode has. With `head.chance`, it
 also draws once per gripper the luck its grasps' fitted odds must beat (`StateDynamicsHead.take_odds`).
-Observations change once per model frame: within a frame the policy sees the frame's start repeated.
+Within a frame the policy sees the frame's start repeated, unless the head follows the commands between
+frames (`head.substeps`, `StateDynamicsHead.between`): then each control step's observation moves the arms
+and grippers as the head's tracking and servo models say and a held object with its hand, and each frame
+still ends where the head's step puts it. Images change once per model frame either way.
 
 Where the reset observation carries the object pose (`observation.environment_state`), the state head
 starts from it as well as from the cameras (`head.reads_objects`); without it, from the cameras alone,
@@ -166,6 +169,7 @@ class WorldModelEnv:
                     f"{self.head_frames.size}: fit them on logs of this size (r2s2r-fit-frames)."
                 )
         self._pending = []
+        self._frame_start()
         self.t = 0
         self._history: list[tuple[np.ndarray, np.ndarray, dict]] = []  # per frame: state, env, geometry
         self.violations = torch.zeros(self.num_envs, len(VIOLATIONS), dtype=torch.bool)
@@ -203,6 +207,14 @@ class WorldModelEnv:
         if imagined:
             self._imagine(torch.stack(self._pending, dim=1))
             self._pending = []
+            self._frame_start()
+        elif self.model.state_head.follows:  # between frames: the commands so far, one step at a time
+            start, pose = self._start
+            self.state, moved = self.model.state_head.between(
+                start, pose, self.state, torch.stack(self._pending, dim=1)
+            )
+            if moved is not None:
+                self.env_state = moved
         info = {
             "imagined": imagined,
             "violations": self.violations,
@@ -212,6 +224,11 @@ class WorldModelEnv:
             **self.head,
         }
         return self._observation(), self.reward, torch.zeros(self.num_envs, dtype=torch.bool), info
+
+    def _frame_start(self) -> None:
+        """Keep the newest frame's proprio and object pose: where `head.substeps` starts the next steps."""
+        posed = self.cfg.env_state_dim >= 7 and self.env_state.shape[-1] == self.cfg.env_state_dim
+        self._start = (self.state, self.env_state if posed else None)
 
     def _imagine(self, chunk: torch.Tensor) -> None:
         """One model frame: sample every view, roll the state head, read the frame with the judge."""

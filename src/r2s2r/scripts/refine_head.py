@@ -39,9 +39,8 @@ with the head; its errors (radians, target alone vs tracked) go into refine.json
 
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
 --stops, --balance, --pad_holds, --takes, --held_success, --grip_servo, --capture, --squeeze, --turns,
---doubt, --chance, --odds_doubt, --pad_overlap) on a refined head, fits the tracking model, the grippers'
-servo and the grasp odds, and writes
-the world model. Other flags must then match the checkpoint's head (they would
+--doubt, --chance, --odds_doubt, --substeps, --pad_overlap) on a refined head, fits the tracking model, the
+grippers' servo and the grasp odds, and writes the world model. Other flags must then match the checkpoint's head (they would
 rebuild it, untrained); that is refused.
 
 --still_mode adds a pose mode "the cube stays exactly where it is", with its odds; training picks it
@@ -137,6 +136,14 @@ even odds raise the uncertainty too.
 --odds_doubt (with --takes and --doubt; fitted as for --chance): the same fitted odds raise the uncertainty
 where a grasp's odds are near even, while the rules still decide every grasp (no draw): the rules' rankings
 with the odds' uncertainty.
+
+--substeps (with --arm_targets and --pads; fits the grippers' servo as --grip_servo does, switchable in
+config.json once fitted): the observations a policy reads between imagined frames follow its commands one
+control step at a time: the arms where the tracking model puts them on the frame's targets so far, the
+grippers by the fitted servo, stopped where their pads meet a cube between them, and a carried cube with
+its hand. Without it the frame's start repeats until the next frame, and a controller that watches its
+fingers stop on the cube (a grasp by feel) sees them stalled at once. Each frame still ends where the head
+puts it.
 
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds; each imagined episode of WorldModelEnv follows one, drawn once by the odds.

@@ -104,6 +104,7 @@ class RefineConfig:
     doubt: bool = False  # with pads: uncertainty rises where a grasp comes near a grasp rule's edge
     chance: bool = False  # with takes: grasps hold with odds fitted to --data, drawn per episode
     odds_doubt: bool = False  # with takes and doubt: those odds raise the uncertainty near even, alone
+    substeps: bool = False  # with arm_targets and pads: observations follow the commands between frames
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
@@ -156,6 +157,7 @@ RULES = (
     "doubt",
     "chance",
     "odds_doubt",
+    "substeps",
     "pad_overlap",
 )
 
@@ -207,7 +209,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "balance": cfg.balance, "pad_holds": cfg.pad_holds, "takes": cfg.takes,
             "held_success": cfg.held_success, "grip_servo": cfg.grip_servo, "capture": cfg.capture,
             "squeeze": cfg.squeeze, "turns": cfg.turns, "doubt": cfg.doubt, "chance": cfg.chance,
-            "odds_doubt": cfg.odds_doubt,
+            "odds_doubt": cfg.odds_doubt, "substeps": cfg.substeps,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
@@ -218,7 +220,10 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             )
         model = upgrade_head(model, seed=cfg.head.seed, **fields_)
     elif not cfg.head.steps and not (
-        model.state_head.tracks or model.state_head.servos or model.state_head.odds
+        model.state_head.tracks
+        or model.state_head.servos
+        or model.state_head.follows
+        or model.state_head.odds
     ):
         raise ValueError("--head.steps=0 with --upgrade=false changes nothing; drop --upgrade=false.")
     episodes = [ep for root in cfg.data for ep in read_episodes(root, model, cfg.max_episodes)]
@@ -228,7 +233,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
         figures["before"] = head_openloop(model, heldout)
     if model.state_head.tracks:
         figures["arm_tracking"] = fit_arm_tracking(model, episodes)
-    if model.state_head.servos:
+    if model.state_head.servos or model.state_head.follows:
         figures["grip_servo"] = fit_grip_servo(model, episodes)
     if model.state_head.odds:
         figures["grasp_odds"] = fit_grasp_odds(model, episodes)
