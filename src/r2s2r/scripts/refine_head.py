@@ -40,8 +40,8 @@ with the head; its errors (radians, target alone vs tracked) go into refine.json
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
 --stops, --balance, --pad_holds, --takes, --held_success, --grip_servo, --capture, --squeeze, --turns,
 --doubt, --chance, --odds_doubt, --substeps, --pad_overlap) on a refined head, fits the tracking model, the
-grippers' servo and the grasp odds, and writes the world model. Other flags must then match the checkpoint's head (they would
-rebuild it, untrained); that is refused.
+grippers' servo and the grasp odds, and writes the world model. Other flags must then match the checkpoint's
+head (they would rebuild it, untrained); that is refused.
 
 --still_mode adds a pose mode "the cube stays exactly where it is", with its odds; training picks it
 wherever the cube did not move.
