@@ -29,6 +29,10 @@ success.
 |                 | the left sets off while the right still grasps, predicts the moving cube     |
 |                 | from its last poses and closes on it while the right still carries it along  |
 |                 | a slow path toward the centre; the right opens once the left's fingers stop  |
+| `table`         | Bezier arcs in Cartesian space, IK every step, arms taking turns: no mid-air |
+|                 | hand-over; the right sets the cube down top-down at the table centre, lets   |
+|                 | go and rises clear, the left re-reads the cube where it lies and picks it up |
+|                 | top-down, wrist turned a quarter turn, pinching the other pair of faces      |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).

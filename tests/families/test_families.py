@@ -38,7 +38,7 @@ def _fingers_xy_at_close(episode: dict) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize(
-    "family", ["waypoint", "jointspace", "pincer", "relay", "retry", "rate", "stall", "overlap"]
+    "family", ["waypoint", "jointspace", "pincer", "relay", "retry", "rate", "stall", "overlap", "table"]
 )
 def test_nominal_settings_succeed(family):
     episodes = play(family, {}, initial_poses("id", 3), num_envs=3)
@@ -424,3 +424,51 @@ def test_overlap_prediction_leads_the_left_along_the_cube_path():
             offsets.append((_tcp(episode, "left", close) - episode["cubes"][close, :3]) @ direction)
         # Aimed 15 steps ahead, the left's measured TCP sits farther along the cube's path than unpredicted.
         assert offsets[1] - offsets[0] > 0.006, offsets
+
+
+def test_table_sets_the_cube_down_and_lets_go_before_the_left_closes():
+    from families.table import SPOT
+
+    for episode in play("table", {}, initial_poses("ood", 2), num_envs=2, record=True):
+        actions, states, cubes = episode["actions"], episode["states"], episode["cubes"]
+        right_close, release, take = _first_close(actions, 13), _first_open(actions), _first_close(actions, 6)
+        assert cubes[right_close + 40, 2] > 0.08  # the right has lifted the cube off where it lay ...
+        # ... and opens with the cube resting on the table at its centre, not held in the air.
+        assert abs(cubes[release, 2] - 0.02) < 0.003 and np.linalg.norm(cubes[release, :2] - SPOT) < 0.01
+        assert np.abs(cubes[release + 30, :3] - cubes[release, :3]).max() < 0.003  # it stays where it is put
+        assert states[release + 25, 13] > 0.9  # the right fingers have opened ...
+        assert take > release + 40  # ... well before the left starts to close
+        assert _tcp(episode, "right", take)[2] - cubes[take, 2] > 0.15  # the right hand is far above by then
+        # The left closes on the cube lying on the table, top-down, across the faces the right did not hold.
+        assert abs(cubes[take, 2] - 0.02) < 0.003
+        assert np.linalg.norm(_tcp(episode, "left", take)[:2] - cubes[take, :2]) < 0.01
+        left, right = _gripper_axes(episode, "left", take), _gripper_axes(episode, "right", right_close)
+        assert left[2, 0] < -0.95 and abs(left[0, 1]) > 0.95  # down, fingers closing along world x
+        assert right[2, 0] < -0.95 and abs(right[1, 1]) > 0.95  # down, fingers closing along world y
+        assert episode["success"]
+
+
+def test_table_knobs_deviate_as_labelled():
+    poses = initial_poses("id", 2)
+    nominal = play("table", {}, poses, num_envs=2, record=True)
+    shifted = play("table", {"spot_dx": 0.02}, poses, num_envs=2, record=True)
+    blind = play("table", {"spot_dx": 0.02, "left_reads_cube": False}, poses, num_envs=2, record=True)
+    swept = play("table", {"retreat_slide": 0.07}, poses, num_envs=2, record=True)
+    dropped = play("table", {"set_down_height": 0.10}, poses, num_envs=2, record=True)
+    for good, moved, aimed, pushed, drop in zip(nominal, shifted, blind, swept, dropped, strict=True):
+        put = good["cubes"][_first_close(good["actions"], 6), :2]
+        # The set-down offset moves where the cube lies by about that much (2 cm along x) ...
+        lies = moved["cubes"][_first_close(moved["actions"], 6), :2]
+        assert abs(lies[0] - put[0] - 0.02) < 0.004 and abs(lies[1] - put[1]) < 0.004
+        assert moved["success"]  # ... and a left that reads the cube follows it there
+        # The blind left aims at the planned spot: it comes down ~2 cm off the cube along its finger axis
+        # (measured during its descent, before a finger lands on the cube's top and is pushed aside).
+        descent = _first_close(aimed["actions"], 6) - 15
+        assert abs(_tcp(aimed, "left", descent)[0] - aimed["cubes"][descent, 0] + 0.02) < 0.005
+        descent = _first_close(moved["actions"], 6) - 15
+        assert abs(_tcp(moved, "left", descent)[0] - moved["cubes"][descent, 0]) < 0.005
+        # Backing away along its finger axis, a right finger sweeps the cube several cm along world y.
+        assert np.linalg.norm(pushed["cubes"][_first_close(pushed["actions"], 6), :2] - put) > 0.04
+        # Set down 10 cm too high: the right opens with the cube still in the air, and it falls.
+        release = _first_open(drop["actions"])
+        assert drop["cubes"][release, 2] > 0.1 and abs(drop["cubes"][release + 40, 2] - 0.02) < 0.004
