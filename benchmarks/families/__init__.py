@@ -33,6 +33,10 @@ success.
 |                 | hand-over; the right sets the cube down top-down at the table centre, lets   |
 |                 | go and rises clear, the left re-reads the cube where it lies and picks it up |
 |                 | top-down, wrist turned a quarter turn, pinching the other pair of faces      |
+| `nudge`         | straight Cartesian segments, IK every step: the right first pushes the cube  |
+|                 | along the table to its centre with closed fingers, re-reads it, grasps it    |
+|                 | top-down and lifts it; mid-air hand-over, the left slides in level from -x   |
+|                 | and pinches the top and bottom faces, then the right opens and backs off     |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).

@@ -32,7 +32,8 @@ import torch  # noqa: E402  (torch before MuJoCo, see r2s2r.robots.aloha)
 from r2s2r.robots.aloha import AlohaWorld, WorldConfig, sample_object_poses  # noqa: E402
 
 FAMILIES = (
-    "waypoint", "jointspace", "camera", "pincer", "relay", "retry", "rate", "stall", "overlap", "table"
+    "waypoint", "jointspace", "camera", "pincer", "relay", "retry", "rate", "stall", "overlap", "table",
+    "nudge",
 )  # fmt: skip
 EPISODE_STEPS = 400
 HERE = Path(__file__).resolve().parent

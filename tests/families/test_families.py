@@ -38,7 +38,8 @@ def _fingers_xy_at_close(episode: dict) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize(
-    "family", ["waypoint", "jointspace", "pincer", "relay", "retry", "rate", "stall", "overlap", "table"]
+    "family",
+    ["waypoint", "jointspace", "pincer", "relay", "retry", "rate", "stall", "overlap", "table", "nudge"],
 )
 def test_nominal_settings_succeed(family):
     episodes = play(family, {}, initial_poses("id", 3), num_envs=3)
@@ -472,3 +473,63 @@ def test_table_knobs_deviate_as_labelled():
         # Set down 10 cm too high: the right opens with the cube still in the air, and it falls.
         release = _first_open(drop["actions"])
         assert drop["cubes"][release, 2] > 0.1 and abs(drop["cubes"][release + 40, 2] - 0.02) < 0.004
+
+
+def test_nudge_pushes_the_cube_to_the_centre_then_grasps_and_hands_it_over():
+    from families.nudge import SPOT
+
+    for episode in play("nudge", {}, initial_poses("id", 2), num_envs=2, record=True):
+        actions, states, cubes = episode["actions"], episode["states"], episode["cubes"]
+        opened = _first_open(actions)  # the right pushes with closed fingers and opens only after the push
+        assert (actions[:opened, 13] == 0.0).all()
+        grasp = _closes(actions, 13)[0]  # then it closes again, on the pushed cube
+        start = cubes[10, :2]  # landed
+        # The push moved the cube along the table (never lifted) from far off to within a few cm of SPOT.
+        assert np.linalg.norm(start - SPOT) > 0.1
+        assert np.linalg.norm(cubes[grasp, :2] - SPOT) < 0.06
+        assert np.linalg.norm(cubes[grasp, :2] - SPOT) < np.linalg.norm(start - SPOT) / 3
+        assert cubes[10:grasp, 2].max() < 0.035
+        # While the cube moves fastest the hand is low beside it, fingers shut: a push, not a carry (the
+        # pushed cube may tip onto an edge, and the fingers ride up on it: low, not at the push height).
+        speed = np.linalg.norm(np.diff(cubes[:opened, :2], axis=0), axis=1)
+        push = int(np.argmax(speed))
+        tcp = _tcp(episode, "right", push)
+        assert speed[push] > 0.002 and tcp[2] < 0.075 and states[push, 13] < 0.2
+        assert np.linalg.norm(tcp[:2] - cubes[push, :2]) < 0.05
+        # Mid-air hand-over: the left closes level (+x), fingers vertical, on the cube held up by the right;
+        # the right opens only after that.
+        take = _first_close(actions, 6)
+        left = _gripper_axes(episode, "left", take)
+        assert left[0, 0] > 0.95 and abs(left[2, 1]) > 0.9
+        assert cubes[take, 2] > 0.12
+        release = int(
+            np.nonzero((actions[1:, 13] > actions[:-1, 13]) & (np.arange(1, len(actions)) > grasp))[0][0]
+        )
+        assert release > take + 15
+        assert episode["success"]
+
+
+def test_nudge_knobs_deviate_as_labelled():
+    from families.nudge import SPOT
+
+    poses = initial_poses("id", 2)
+    nominal = play("nudge", {}, poses, num_envs=2, record=True)
+    blind = play("nudge", {"reread": False}, poses, num_envs=2, record=True)
+    early = play("nudge", {"release_lead": 45}, poses, num_envs=2, record=True)
+    for good, aimed, dropped in zip(nominal, blind, early, strict=True):
+        # Re-reading, the right comes down on the pushed cube; blind, on SPOT wherever the cube lies
+        # (measured during the descent, before a finger lands on the cube and is pushed aside).
+        descent = _closes(good["actions"], 13)[0] - 12
+        assert np.linalg.norm(_tcp(good, "right", descent)[:2] - good["cubes"][descent, :2]) < 0.01
+        descent = _closes(aimed["actions"], 13)[0] - 12
+        assert np.linalg.norm(_tcp(aimed, "right", descent)[:2] - SPOT) < 0.01
+        assert np.linalg.norm(aimed["cubes"][descent, :2] - SPOT) > 0.015  # ... and the cube is not there
+        # Opening 45 steps early, the right lets go before the left starts to close: the cube falls.
+        actions = dropped["actions"]
+        grasp = _closes(actions, 13)[0]
+        release = int(
+            np.nonzero((actions[1:, 13] > actions[:-1, 13]) & (np.arange(1, len(actions)) > grasp))[0][0]
+        )
+        assert release < _first_close(actions, 6)
+        assert dropped["max_reward"] >= 2 and not dropped["success"]
+        assert dropped["cubes"][-1, 2] < 0.03
