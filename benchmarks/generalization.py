@@ -231,9 +231,9 @@ KEPT_OUT_OF = {
         "training_data": "checked against provenance.json",
         "design_decisions": "none: written in one sitting by another engineer after head.substeps was built,"
         " apart from the model, its results, the analyses and the coverage demonstrator (told not to read"
-        " them), its settings tuned on real success only; the blind asset, head_odds and head_substeps (chosen"
-        " on the other families pooled, then ranked on overlap) were each ranked on it once; nothing was"
-        " changed after",
+        " them), its settings tuned on real success only; the blind asset, head_odds and head_substeps"
+        " (chosen on the other families pooled, then ranked on overlap) were each ranked on it once; nothing"
+        " was changed after",
     },
     "nudge": {
         "training_data": "checked against provenance.json",
