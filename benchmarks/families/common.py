@@ -15,6 +15,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from families.arm import Arm
+
 # The right arm's base sits at x = +0.469, the left at x = -0.469, both at y = 0.5 (gym-aloha's MJCF).
 RIGHT_BASE = np.array([0.469, 0.5, 0.0])
 LEFT_BASE = np.array([-0.469, 0.5, 0.0])
@@ -130,3 +132,21 @@ class EpisodeBatch:
         actions = np.stack([plan.action(self.t, numpy_batch, b) for b, plan in enumerate(self.plans)])
         self.t += 1
         return torch.from_numpy(actions.astype(np.float32)).to(state.device)  # (B, 14)
+
+
+class BimanualPolicy(EpisodeBatch):
+    """LeRobot-style policy of both arms that reads the cube pose: `reset()`, `select_action(batch)` ->
+    (B, 14). Each episode's plan is `episode(knobs, left, right, state, cube)`, built from the episode's first
+    proprio and cube pose (the plan may read the pose again at every step); the two `Arm`s share one MuJoCo
+    model."""
+
+    def __init__(self, knobs, episode: Callable):
+        self.knobs, self.episode = knobs, episode
+        self.right = Arm("right")
+        self.left = Arm("left", model=self.right.model)
+        super().__init__(self._plan_episode)
+
+    def _plan_episode(self, b: int, batch: dict):
+        state = batch["observation.state"][b].astype(float)
+        cube = batch["observation.environment_state"][b][:7].astype(float)
+        return self.episode(self.knobs, self.left, self.right, state, cube)

@@ -44,7 +44,7 @@ from families.common import (
     GRIPPER_CLOSED,
     GRIPPER_OPEN,
     RIGHT_BASE,
-    EpisodeBatch,
+    BimanualPolicy,
     cube_yaw,
     episode_rng,
     minimum_jerk,
@@ -296,24 +296,9 @@ class NudgeEpisode:
             self.phase_l, self.t_l = "out", t
 
 
-class NudgePolicy(EpisodeBatch):
-    """LeRobot-style policy: `reset()`, `select_action(batch) -> (B, 14)`; reads the cube pose every step."""
-
-    def __init__(self, knobs: NudgeKnobs):
-        self.knobs = knobs
-        self.right = Arm("right")
-        self.left = Arm("left", model=self.right.model)
-        super().__init__(self._plan)
-
-    def _plan(self, b: int, batch: dict) -> NudgeEpisode:
-        state = batch["observation.state"][b].astype(float)
-        cube = batch["observation.environment_state"][b][:7].astype(float)
-        return NudgeEpisode(self.knobs, self.left, self.right, state, cube)
-
-
-def make_policy(**kwargs) -> NudgePolicy:
+def make_policy(**kwargs) -> BimanualPolicy:
     """Import-path factory: `families.nudge:make_policy` with `NudgeKnobs` fields as kwargs."""
-    return NudgePolicy(NudgeKnobs(**kwargs))
+    return BimanualPolicy(NudgeKnobs(**kwargs), NudgeEpisode)
 
 
 # Named settings for measure.py; measured success rates are in the docstring below and in measured.json.

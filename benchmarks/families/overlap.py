@@ -40,7 +40,7 @@ from families.common import (
     CUBE_HALF,
     GRIPPER_CLOSED,
     GRIPPER_OPEN,
-    EpisodeBatch,
+    BimanualPolicy,
     cube_yaw,
     episode_rng,
     minimum_jerk,
@@ -316,24 +316,9 @@ class OverlapEpisode:
                 self.phase_l = "away"
 
 
-class OverlapPolicy(EpisodeBatch):
-    """LeRobot-style policy: `reset()`, `select_action(batch) -> (B, 14)`; reads the cube pose every step."""
-
-    def __init__(self, knobs: OverlapKnobs):
-        self.knobs = knobs
-        self.right = Arm("right")
-        self.left = Arm("left", model=self.right.model)
-        super().__init__(self._plan)
-
-    def _plan(self, b: int, batch: dict) -> OverlapEpisode:
-        state = batch["observation.state"][b].astype(float)
-        cube = batch["observation.environment_state"][b][:7].astype(float)
-        return OverlapEpisode(self.knobs, self.left, self.right, state, cube)
-
-
-def make_policy(**kwargs) -> OverlapPolicy:
+def make_policy(**kwargs) -> BimanualPolicy:
     """Import-path factory: `families.overlap:make_policy` with `OverlapKnobs` fields as kwargs."""
-    return OverlapPolicy(OverlapKnobs(**kwargs))
+    return BimanualPolicy(OverlapKnobs(**kwargs), OverlapEpisode)
 
 
 # Named settings for measure.py; measured success rates are in the docstring below and in measured.json.

@@ -42,7 +42,7 @@ from families.common import (
     GRIPPER_CLOSED,
     GRIPPER_OPEN,
     RIGHT_BASE,
-    EpisodeBatch,
+    BimanualPolicy,
     cube_yaw,
     episode_rng,
     gripper_rot,
@@ -382,24 +382,9 @@ class PincerEpisode:
             s.step(self.away, s.rot, 0.15, 1.0)
 
 
-class PincerPolicy(EpisodeBatch):
-    """LeRobot-style policy: `reset()`, `select_action(batch) -> (B, 14)`; reads the cube pose every step."""
-
-    def __init__(self, knobs: PincerKnobs):
-        self.knobs = knobs
-        self.right = Arm("right")
-        self.left = Arm("left", model=self.right.model)
-        super().__init__(self._plan)
-
-    def _plan(self, b: int, batch: dict) -> PincerEpisode:
-        state = batch["observation.state"][b].astype(float)
-        cube = batch["observation.environment_state"][b][:7].astype(float)
-        return PincerEpisode(self.knobs, self.left, self.right, state, cube)
-
-
-def make_policy(**kwargs) -> PincerPolicy:
+def make_policy(**kwargs) -> BimanualPolicy:
     """Import-path factory: `families.pincer:make_policy` with `PincerKnobs` fields as kwargs."""
-    return PincerPolicy(PincerKnobs(**kwargs))
+    return BimanualPolicy(PincerKnobs(**kwargs), PincerEpisode)
 
 
 # Named settings for measure.py; measured success rates are in the docstring below and in measured.json.

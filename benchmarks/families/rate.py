@@ -51,7 +51,7 @@ from families.common import (
     GRIPPER_CLOSED,
     GRIPPER_OPEN,
     RIGHT_BASE,
-    EpisodeBatch,
+    BimanualPolicy,
     cube_yaw,
     episode_rng,
     gripper_rot,
@@ -267,24 +267,9 @@ class RateEpisode:
                 h.go("away", h.pos + [-0.06, 0.0, 0.06])
 
 
-class RatePolicy(EpisodeBatch):
-    """LeRobot-style policy: `reset()`, `select_action(batch) -> (B, 14)`; reads the cube pose every step."""
-
-    def __init__(self, knobs: RateKnobs):
-        self.knobs = knobs
-        self.right = Arm("right")
-        self.left = Arm("left", model=self.right.model)
-        super().__init__(self._plan)
-
-    def _plan(self, b: int, batch: dict) -> RateEpisode:
-        state = batch["observation.state"][b].astype(float)
-        cube = batch["observation.environment_state"][b][:7].astype(float)
-        return RateEpisode(self.knobs, self.left, self.right, state, cube)
-
-
-def make_policy(**kwargs) -> RatePolicy:
+def make_policy(**kwargs) -> BimanualPolicy:
     """Import-path factory: `families.rate:make_policy` with `RateKnobs` fields as kwargs."""
-    return RatePolicy(RateKnobs(**kwargs))
+    return BimanualPolicy(RateKnobs(**kwargs), RateEpisode)
 
 
 # Named settings for measure.py; measured success rates are in the docstring below and in measured.json.

@@ -37,7 +37,7 @@ from families.common import (
     CUBE_HALF,
     GRIPPER_CLOSED,
     GRIPPER_OPEN,
-    EpisodeBatch,
+    BimanualPolicy,
     cube_yaw,
     episode_rng,
     gripper_rot,
@@ -264,24 +264,9 @@ class RelayEpisode:
                 h.start("away", h.pos + [-0.06, 0.0, 0.03], h.rot)
 
 
-class RelayPolicy(EpisodeBatch):
-    """LeRobot-style policy: `reset()`, `select_action(batch) -> (B, 14)`; reads the cube pose per phase."""
-
-    def __init__(self, knobs: RelayKnobs):
-        self.knobs = knobs
-        self.right = Arm("right")
-        self.left = Arm("left", model=self.right.model)
-        super().__init__(self._plan)
-
-    def _plan(self, b: int, batch: dict) -> RelayEpisode:
-        state = batch["observation.state"][b].astype(float)
-        cube = batch["observation.environment_state"][b][:7].astype(float)
-        return RelayEpisode(self.knobs, self.left, self.right, state, cube)
-
-
-def make_policy(**kwargs) -> RelayPolicy:
+def make_policy(**kwargs) -> BimanualPolicy:
     """Import-path factory: `families.relay:make_policy` with `RelayKnobs` fields as kwargs."""
-    return RelayPolicy(RelayKnobs(**kwargs))
+    return BimanualPolicy(RelayKnobs(**kwargs), RelayEpisode)
 
 
 # Named settings for measure.py; measured success rates are in the docstring below and in measured.json.

@@ -45,7 +45,7 @@ from families.common import (
     GRIPPER_CLOSED,
     GRIPPER_OPEN,
     RIGHT_BASE,
-    EpisodeBatch,
+    BimanualPolicy,
     cube_yaw,
     episode_rng,
     gripper_rot,
@@ -295,24 +295,9 @@ class RetryEpisode:
             h.go("away", h.pos + [-0.05, 0.0, 0.06])
 
 
-class RetryPolicy(EpisodeBatch):
-    """LeRobot-style policy: `reset()`, `select_action(batch) -> (B, 14)`; reads the cube pose every step."""
-
-    def __init__(self, knobs: RetryKnobs):
-        self.knobs = knobs
-        self.right = Arm("right")
-        self.left = Arm("left", model=self.right.model)
-        super().__init__(self._plan)
-
-    def _plan(self, b: int, batch: dict) -> RetryEpisode:
-        state = batch["observation.state"][b].astype(float)
-        cube = batch["observation.environment_state"][b][:7].astype(float)
-        return RetryEpisode(self.knobs, self.left, self.right, state, cube)
-
-
-def make_policy(**kwargs) -> RetryPolicy:
+def make_policy(**kwargs) -> BimanualPolicy:
     """Import-path factory: `families.retry:make_policy` with `RetryKnobs` fields as kwargs."""
-    return RetryPolicy(RetryKnobs(**kwargs))
+    return BimanualPolicy(RetryKnobs(**kwargs), RetryEpisode)
 
 
 # Named settings for measure.py; measured success rates are in the docstring below and in measured.json.

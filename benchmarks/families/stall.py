@@ -44,7 +44,7 @@ import numpy as np
 from scipy.interpolate import CubicSpline
 
 from families.arm import Arm
-from families.common import CUBE_HALF, GRIPPER_CLOSED, GRIPPER_OPEN, EpisodeBatch, episode_rng, smooth_noise
+from families.common import CUBE_HALF, GRIPPER_CLOSED, GRIPPER_OPEN, BimanualPolicy, episode_rng, smooth_noise
 
 EPISODE_STEPS = 400
 DT = 0.02  # s per control step (50 Hz)
@@ -367,24 +367,9 @@ class StallEpisode:
         ])  # fmt: skip
 
 
-class StallPolicy(EpisodeBatch):
-    """LeRobot-style policy: `reset()`, `select_action(batch) -> (B, 14)`; reads the cube pose per phase."""
-
-    def __init__(self, knobs: StallKnobs):
-        self.knobs = knobs
-        self.right = Arm("right")
-        self.left = Arm("left", model=self.right.model)
-        super().__init__(self._plan)
-
-    def _plan(self, b: int, batch: dict) -> StallEpisode:
-        state = batch["observation.state"][b].astype(float)
-        cube = batch["observation.environment_state"][b][:7].astype(float)
-        return StallEpisode(self.knobs, self.left, self.right, state, cube)
-
-
-def make_policy(**kwargs) -> StallPolicy:
+def make_policy(**kwargs) -> BimanualPolicy:
     """Import-path factory: `families.stall:make_policy` with `StallKnobs` fields as kwargs."""
-    return StallPolicy(StallKnobs(**kwargs))
+    return BimanualPolicy(StallKnobs(**kwargs), StallEpisode)
 
 
 # Named settings for measure.py; measured success rates are in the docstring below and in measured.json.

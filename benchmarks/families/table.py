@@ -43,7 +43,7 @@ from families.common import (
     GRIPPER_CLOSED,
     GRIPPER_OPEN,
     RIGHT_BASE,
-    EpisodeBatch,
+    BimanualPolicy,
     cube_yaw,
     episode_rng,
     smooth_noise,
@@ -279,24 +279,9 @@ class TableEpisode:
                 self.phase_l, self.t_l = "lift", t
 
 
-class TablePolicy(EpisodeBatch):
-    """LeRobot-style policy: `reset()`, `select_action(batch) -> (B, 14)`; reads the cube pose every step."""
-
-    def __init__(self, knobs: TableKnobs):
-        self.knobs = knobs
-        self.right = Arm("right")
-        self.left = Arm("left", model=self.right.model)
-        super().__init__(self._plan)
-
-    def _plan(self, b: int, batch: dict) -> TableEpisode:
-        state = batch["observation.state"][b].astype(float)
-        cube = batch["observation.environment_state"][b][:7].astype(float)
-        return TableEpisode(self.knobs, self.left, self.right, state, cube)
-
-
-def make_policy(**kwargs) -> TablePolicy:
+def make_policy(**kwargs) -> BimanualPolicy:
     """Import-path factory: `families.table:make_policy` with `TableKnobs` fields as kwargs."""
-    return TablePolicy(TableKnobs(**kwargs))
+    return BimanualPolicy(TableKnobs(**kwargs), TableEpisode)
 
 
 # Named settings for measure.py; measured success rates are in the docstring below and in measured.json.
