@@ -73,6 +73,7 @@ class StateDynamicsHead(nn.Module):
         self._outcomes = None  # the members' own expected object positions after the last `step`
         self._doubt = None  # head.doubt: how near a grasp rule's edge the episode has come (B,)
         self._carrier = None  # (B,) the gripper whose carried mode the last `step` picked (-1: none)
+        self._frame_fk = None  # `between`: the frame's start proprio and its grasp frames
         L, H = cfg.head.latent_dim, cfg.head.hidden
         self._build_encoder(cfg)  # 1. observation -> latent; the action chunk's embedding
         # With `head.carries_state` the latent is [z (L), proprio (S), object pose (E)]: the normalized
@@ -646,10 +647,7 @@ class StateDynamicsHead(nn.Module):
         by each gripper, its orientation turned as that gripper turns from the frame's start (latent
         (B,M,·)) to its end (rot (B,M,G,3,3)); the rest as it was."""
         mean, std = self.pose_mean[3:7], self.pose_std[3:7]
-        before = pose[..., :4] * std + mean  # (B,M,G,4)
-        turn = _matrix_quat(rot @ self._grasp(latent)[1].transpose(-1, -2))  # (B,M,G,4)
-        after = _quat_product(turn, before / before.norm(dim=-1, keepdim=True).clamp_min(1e-9))
-        after = torch.where((after * before).sum(-1, keepdim=True) < 0, -after, after)  # nearest sign
+        after = turned_with(pose[..., :4] * std + mean, self._grasp(latent)[1], rot)  # (B,M,G,4)
         return torch.cat([(after - mean) / std, pose[..., 4:]], dim=-1)
 
     def arm_targets_of(self, chunk: torch.Tensor) -> torch.Tensor:
@@ -745,21 +743,17 @@ class StateDynamicsHead(nn.Module):
         state[:, self.grippers] = opening
         if pose is None or pose.shape[-1] < 7:
             return state, pose
-        point0, rot0 = self.fk(start)  # (B,G,3), (B,G,3,3)
+        if self._frame_fk is None or self._frame_fk[0] is not start:  # once per frame, not per step
+            self._frame_fk = (start, self.fk(start))
+        point0, rot0 = self._frame_fk[1]  # (B,G,3), (B,G,3,3)
         point, rot = self.fk(state)
         position, quat = pose[:, :3], pose[:, 3:7]
         carrier = self._carrier if self._carrier is not None else torch.full_like(state[:, 0], -1).long()
-        held = carrier >= 0  # (B,)
-        g = carrier.clamp_min(0)[:, None, None]  # (B,1,1)
-        pick = lambda x: x.gather(1, g.expand(-1, 1, x.shape[-1]))[:, 0]  # noqa: E731
-        pick_rot = lambda r: r.gather(1, g[..., None].expand(-1, 1, 3, 3))[:, 0]  # noqa: E731
-        rel0 = (pick_rot(rot0).transpose(-1, -2) @ (position - pick(point0))[..., None])[..., 0]
-        carried = pick(point) + (pick_rot(rot) @ rel0[..., None])[..., 0]  # (B,3)
-        turn = _matrix_quat(pick_rot(rot) @ pick_rot(rot0).transpose(-1, -2))
-        turned = _quat_product(turn, quat / quat.norm(dim=-1, keepdim=True).clamp_min(1e-9))
-        turned = torch.where((turned * quat).sum(-1, keepdim=True) < 0, -turned, turned)
-        moved = torch.cat([carried, turned], dim=-1)
-        pose = torch.cat([torch.where(held[:, None], moved, pose[:, :7]), pose[:, 7:]], dim=-1)
+        b, g = torch.arange(len(state)), carrier.clamp_min(0)  # each env's carrier (any, where none)
+        rel0 = (rot0[b, g].transpose(-1, -2) @ (position - point0[b, g])[..., None])[..., 0]
+        carried = point[b, g] + (rot[b, g] @ rel0[..., None])[..., 0]  # (B,3)
+        moved = torch.cat([carried, turned_with(quat, rot0[b, g], rot[b, g])], dim=-1)
+        pose = torch.cat([torch.where((carrier >= 0)[:, None], moved, pose[:, :7]), pose[:, 7:]], dim=-1)
         # fingers closing on the object between their pads stop where the pads meet it
         faces = quat_matrix(pose[:, 3:7])  # (B,3,3)
         rel = (rot.transpose(-1, -2) @ (pose[:, None, :3] - point)[..., None])[..., 0]  # (B,G,3)
@@ -1092,6 +1086,14 @@ def _matrix_quat(m: torch.Tensor) -> torch.Tensor:
     q = candidates.gather(-2, best[..., None, None].expand(*best.shape, 1, 4))[..., 0, :]
     q = q / q.norm(dim=-1, keepdim=True).clamp_min(1e-12)
     return torch.where(q[..., :1] < 0, -q, q)
+
+
+def turned_with(quat: torch.Tensor, before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
+    """(...,4) the orientation `quat` (w, x, y, z) turned as a frame turns from `before` to `after`
+    (...,3,3), on the sign nearest `quat`."""
+    turn = _matrix_quat(after @ before.transpose(-1, -2))
+    out = _quat_product(turn, quat / quat.norm(dim=-1, keepdim=True).clamp_min(1e-9))
+    return torch.where((out * quat).sum(-1, keepdim=True) < 0, -out, out)
 
 
 def _quat_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
