@@ -154,3 +154,13 @@ if [ ! -f $D/head_substeps/refine.json ]; then
     --substeps=true --max_episodes=1000 --data="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]" \
     --output_dir=$D/head_substeps
 fi
+# head_substeps with pushes (head.pushes: a finger moving into a cube resting on the table, not closing on
+# it, pushes it out of its way along the table, step by step; no weights): head_pushes. The same weights,
+# tracking, odds and servo fit as head_substeps.
+if [ ! -f $D/head_pushes/refine.json ]; then
+  $BIN/r2s2r-refine-head --checkpoint=$D/head_tracking --cameras=false --still_mode=true \
+    --holds=true --contact=true --pads=true --falls=true --arm_tracking=true --head.steps=0 \
+    --balance=true --pad_holds=true --held_success=true --takes=true --odds_doubt=true --doubt=true \
+    --substeps=true --pushes=true --max_episodes=1000 --data="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]" \
+    --output_dir=$D/head_pushes
+fi

@@ -1421,3 +1421,71 @@ def test_view_balance_weighs_each_view_by_its_running_change(clips):
     torch.testing.assert_close(model.view_energy, before)
     half = _model(clips, view_balance=0.5)  # the square root: weights 2 and 1, scaled to average 1
     torch.testing.assert_close(half.view_weights(x0), torch.tensor([4 / 3, 2 / 3]))
+
+
+def test_pushes_move_a_resting_cube_out_of_the_way_of_the_fingers(clips):
+    """`head.pushes`: a resting cube 5 mm inside a finger's box (the MJCF finger's inner face 3.56 cm from the
+    grasp point at state 1: 3.46 cm at the widest slide of 5.7 cm, 1 mm more at the travel's 5.8 cm; grown by
+    the cube's 2 cm half-size) leaves it the shortest way, 5 mm along the closing axis; not while the gripper
+    closes, not off the table, not where the shortest way is down into the table. In a WorldModelEnv a left
+    hand pointing down, open round the cube, slides 6 cm along its closing axis over one frame: its trailing
+    finger meets the cube after 1.56 cm and carries it along, step by step (between frames) and at the
+    frame's end (4.44 cm)."""
+    from r2s2r.robots.ik import BimanualIK, frame_from_axes
+    from r2s2r.rollout.world_model_env import WorldModelEnv
+
+    with pytest.raises(ValueError, match="head.pushes=True needs head.substeps=True"):
+        WorldModelConfig.tiny(head=dict(contact=True, pads=True, arm_targets=True, pushes=True))
+    rules = dict(still_mode=True, contact=True, pads=True, holds=True, arm_targets=True, reads_cameras=False)
+    model = _model(clips, head={**rules, "substeps": True, "pushes": True})
+    head, cfg = model.state_head, model.config
+    fk = head.fk
+    head.grip_servo.copy_(torch.tensor([0.5, 0.05, 0.1]))
+    lower, upper = fk.fingers_at(torch.tensor(1.0))
+    assert float(lower[0, 1]) == pytest.approx(0.0356, abs=2e-4)  # the + finger's inner face
+    assert float(upper[1, 1]) == pytest.approx(-0.0356, abs=2e-4)
+    rest = float(fk.table_top + fk.object_rest)
+    state = torch.tensor(HOME)[None].clone()
+    state[0, [6, 13]] = 1.0
+    point = torch.tensor([[[0.0, 0.5, rest], [0.3, 0.5, rest]]])
+    level = torch.eye(3)[None, None].repeat(1, 2, 1, 1)  # the gripper's frame is the world's
+    cube = torch.tensor([[0.0, 0.5 + 0.0356 - 0.02 + 0.005, rest]])
+    still = torch.zeros(1, 2, dtype=torch.bool)
+    pushed = head.pushed(cube, state, point, level, still)
+    torch.testing.assert_close(pushed, cube - torch.tensor([[0.0, 0.005, 0.0]]), atol=1e-4, rtol=0)  # 0.1 mm
+    closing = torch.tensor([[True, False]])
+    assert torch.equal(head.pushed(cube, state, point, level, closing), cube)
+    lifted = torch.tensor([[0.0, 0.0, 0.05]])
+    assert torch.equal(head.pushed(cube + lifted, state, point + lifted, level, still), cube + lifted)
+    # fingers closing along the vertical: the way out is down, into the table
+    upright = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])[None, None].repeat(1, 2, 1, 1)
+    below = point - torch.tensor([0.0, 0.0, 0.0356 - 0.02 + 0.005]) * torch.tensor([[[1.0], [0.0]]])
+    assert torch.equal(head.pushed(cube.clone().index_fill_(1, torch.tensor([1]), 0.5), state, below,
+                                   upright, still), cube.clone().index_fill_(1, torch.tensor([1]), 0.5))  # fmt: skip
+
+    # in the env: the left hand pointing down, open round a resting cube, slides 6 cm along +y in one frame
+    ik = BimanualIK()
+    down = frame_from_axes(np.array([0.0, 0.0, -1.0]), np.array([0.0, 1.0, 0.0]))
+    start_at = np.array([-0.1, 0.5, rest])
+    q = np.array([HOME[:6], HOME[7:13]])
+    path = []
+    for k in range(cfg.frame_stride + 1):
+        q = q.copy()
+        q[0] = ik.solve(q, np.stack([start_at + [0.0, 0.06 * k / cfg.frame_stride, 0.0], ik.fk(q)[0][1]]),
+                        np.stack([down, ik.fk(q)[1][1]]), iters=50)[0]  # fmt: skip
+        joints = torch.tensor([*q[0], 1.0, *q[1], 1.0], dtype=torch.float32)
+        path.append(joints)
+    point0, _ = fk(path[0][None])
+    assert float((point0[0, 0] - torch.tensor(start_at, dtype=torch.float32)).norm()) < 2e-3
+    start_cube = torch.cat([point0[0, 0], torch.tensor([1.0, 0.0, 0.0, 0.0])])
+    env = WorldModelEnv(model, num_envs=1, render=False, seed=0, check_physics=False)
+    env.reset({"observation.state": path[0][None], "observation.environment_state": start_cube[None]})
+    seen = []
+    for k in range(1, cfg.frame_stride + 1):
+        obs, *_ = env.step(path[k][None])
+        seen.append(float(obs["observation.environment_state"][0, 1] - start_cube[1]))
+    slid = [float(fk(p[None])[0][0, 0, 1] - point0[0, 0, 1]) for p in path[1:]]
+    expected = [max(0.0, s - (0.0356 - 0.02)) for s in slid]
+    np.testing.assert_allclose(seen, expected, atol=1.5e-3)
+    assert seen[-1] == pytest.approx(0.06 - 0.0156, abs=3e-3)
+    torch.testing.assert_close(obs["observation.environment_state"][0, [0, 2]], start_cube[[0, 2]], atol=2e-3, rtol=0)

@@ -99,6 +99,11 @@ class StateHeadConfig:
     # the grippers by the fitted servo, stopped where their pads meet the object, a held object rigidly with
     # its gripper), instead of repeating the frame's start until the next frame; each frame ends as before.
     substeps: bool = False
+    # With substeps, imagined steps (no weights): a finger (the box of its geometry in the MJCF) that moves
+    # into an object resting on the table, and is not closing on it, pushes it out of its way along the
+    # table, control step by control step, between frames and at the frame's end; an object no finger
+    # reaches moves as the free modes predict.
+    pushes: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.pose_modes <= 8:
@@ -137,6 +142,8 @@ class StateHeadConfig:
             raise ValueError("head.odds_doubt=True needs head.takes=True and head.doubt=True.")
         if self.substeps and not (self.arm_targets and self.pads):
             raise ValueError("head.substeps=True needs head.arm_targets=True and head.pads=True.")
+        if self.pushes and not self.substeps:
+            raise ValueError("head.pushes=True needs head.substeps=True.")
         if self.arm_tracking and not self.arm_targets:
             raise ValueError("head.arm_tracking=True needs head.arm_targets=True.")
 

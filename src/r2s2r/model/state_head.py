@@ -74,6 +74,7 @@ class StateDynamicsHead(nn.Module):
         self._doubt = None  # head.doubt: how near a grasp rule's edge the episode has come (B,)
         self._carrier = None  # (B,) the gripper whose carried mode the last `step` picked (-1: none)
         self._frame_fk = None  # `between`: the frame's start proprio and its grasp frames
+        self._loose = None  # `between`, head.pushes: the frame's start proprio, where pushes left the object
         L, H = cfg.head.latent_dim, cfg.head.hidden
         self._build_encoder(cfg)  # 1. observation -> latent; the action chunk's embedding
         # With `head.carries_state` the latent is [z (L), proprio (S), object pose (E)]: the normalized
@@ -209,6 +210,7 @@ class StateDynamicsHead(nn.Module):
         # With `head.substeps`, the observations between frames follow the commands (`between`), the grippers
         # by the same fitted servo.
         self.follows = bool(cfg.head.substeps and self.arm_targets and cfg.head.contact and self.kinematic)
+        self.pushes = bool(self.follows and cfg.head.pushes)
         if self.servos or self.follows:  # zeros: the grippers stay where they are until fitted
             self.register_buffer("grip_servo", torch.zeros(3))
         # With `head.chance`, each grasp factor's edge and width (`fit_grasp_odds`, saved); until fitted,
@@ -719,6 +721,12 @@ class StateDynamicsHead(nn.Module):
             pose = self._on_table(latent, pose)
             if self.cfg.head.falls:
                 pose = self._falls(latent, pose)
+        if self.pushes and pose.shape[-1] >= 7:  # a resting object the fingers push goes where they put it
+            shift = self._push_path(latent, chunk)  # (B,3)
+            pushed = (shift.norm(dim=-1) > 0) & (self._carrier < 0)
+            before = latent[..., -pose.shape[-1] :]
+            moved = torch.cat([before[..., :3] + shift[:, None] / self.pose_std[:3], before[..., 3:]], dim=-1)
+            pose = torch.where(pushed[:, None, None], moved, pose)
         return torch.cat([z, state, pose], dim=-1)
 
     @torch.no_grad()
@@ -732,38 +740,122 @@ class StateDynamicsHead(nn.Module):
         without it); each gripper moves one step of the fitted servo (`servo`) from `last`, but no further
         closed than where its pads meet an object between them (`stop_at`) if it was open round it; an
         object the last `step` left carried by a gripper moves rigidly with it (turning as it turns), any
-        other stays. Each frame still ends where `step` puts it: this is only what the policy sees meanwhile.
+        other stays, or, with `head.pushes`, goes where the fingers have pushed it so far (`pushed`). Each
+        frame still ends where `step` puts it: this is only what the policy sees meanwhile.
         """
+        carrier = self._carrier if self._carrier is not None else torch.full_like(last[:, 0], -1).long()
+        if self._loose is None or self._loose[0] is not start:  # a new frame: nothing pushed yet
+            self._loose = (start, None)
+        state, pose, loose = self._follow(start, pose, last, targets, carrier, self._loose[1])
+        self._loose = (start, loose)
+        return state, pose
+
+    def _follow(
+        self,
+        start: torch.Tensor,
+        pose: torch.Tensor | None,
+        last: torch.Tensor,
+        targets: torch.Tensor,
+        carrier: torch.Tensor,
+        loose: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """`between`'s k-th control step, for objects carried by `carrier` (B,) (-1: none), and with
+        `head.pushes` an uncarried object's position after k - 1 steps `loose` (B,3) (None: where the frame
+        started it). Returns the proprio, the pose and the uncarried object's position after k steps."""
         arm_targets = targets.index_select(-1, self.arm_index)  # (B,k,·)
         arms = arm_targets[:, -1]
         if self.tracks:
             arms = arms + (tracking_features(arm_targets) * self.tracking).sum(-1)
         state = last.index_copy(-1, self.arm_index, arms)
-        opening = self.servo(last[:, self.grippers], targets[:, -1:, self.grippers])  # (B,G)
+        before = last[:, self.grippers]
+        opening = self.servo(before, targets[:, -1:, self.grippers])  # (B,G)
         state[:, self.grippers] = opening
         if pose is None or pose.shape[-1] < 7:
-            return state, pose
+            return state, pose, loose
         if self._frame_fk is None or self._frame_fk[0] is not start:  # once per frame, not per step
             self._frame_fk = (start, self.fk(start))
         point0, rot0 = self._frame_fk[1]  # (B,G,3), (B,G,3,3)
         point, rot = self.fk(state)
         position, quat = pose[:, :3], pose[:, 3:7]
-        carrier = self._carrier if self._carrier is not None else torch.full_like(state[:, 0], -1).long()
         b, g = torch.arange(len(state)), carrier.clamp_min(0)  # each env's carrier (any, where none)
         rel0 = (rot0[b, g].transpose(-1, -2) @ (position - point0[b, g])[..., None])[..., 0]
         carried = point[b, g] + (rot[b, g] @ rel0[..., None])[..., 0]  # (B,3)
         moved = torch.cat([carried, turned_with(quat, rot0[b, g], rot[b, g])], dim=-1)
-        pose = torch.cat([torch.where((carrier >= 0)[:, None], moved, pose[:, :7]), pose[:, 7:]], dim=-1)
+        free = pose[:, :7]
+        if self.pushes:  # fingers that are not closing push an object resting on the table
+            loose = self.pushed(position if loose is None else loose, state, point, rot, opening < before)
+            free = torch.cat([loose, quat], dim=-1)
+        pose = torch.cat([torch.where((carrier >= 0)[:, None], moved, free), pose[:, 7:]], dim=-1)
         # fingers closing on the object between their pads stop where the pads meet it
         faces = quat_matrix(pose[:, 3:7])  # (B,3,3)
         rel = (rot.transpose(-1, -2) @ (pose[:, None, :3] - point)[..., None])[..., 0]  # (B,G,3)
         stop = self.stop_at(rot, faces)  # (B,G)
-        before = last[:, self.grippers]
         stopped = (self.meets(rel) > 0.5) & (before >= stop - self.STOP_SLACK)
         state[:, self.grippers] = torch.where(
             stopped, torch.maximum(opening, torch.minimum(stop, before)), opening
         )
-        return state, pose
+        return state, pose, loose
+
+    def pushed(
+        self,
+        position: torch.Tensor,
+        state: torch.Tensor,
+        point: torch.Tensor,
+        rot: torch.Tensor,
+        closing: torch.Tensor,
+    ) -> torch.Tensor:
+        """`head.pushes`: the object's position (B,3) (metres) after the fingers of grippers at `point`
+        (B,G,3) and `rot` (B,G,3,3), opened as raw proprio `state` (B,S) says, pushed it out of their way.
+
+        An object resting on the table (its centre within PUSH_RESTING of its lowest resting height) that
+        lies in a finger's box (`GraspKinematics.fingers_at`) grown by its half-size is moved along the table
+        until it leaves that box the shortest way, where that way is more along the table than into it (a
+        finger pressing down on the object from above does not slide it); fingers of a gripper that is
+        `closing` (B,G) this step are left to the grasp rules. Each push is cut to PUSH_MOST."""
+        fk = self.fk
+        rest = position[:, 2] < fk.table_top + fk.object_rest + self.PUSH_RESTING  # (B,)
+        rel = (rot.transpose(-1, -2) @ (position[:, None] - point)[..., None])[..., 0]  # (B,G,3)
+        lower, upper = fk.fingers_at(state[:, self.grippers])  # (B,G,F,3)
+        under = rel[:, :, None] - (lower - fk.object_rest)  # how far past each lower face
+        over = (upper + fk.object_rest) - rel[:, :, None]
+        inside = ((under > 0) & (over > 0)).all(-1)  # (B,G,F)
+        depth = torch.minimum(under, over)
+        axis = depth.argmin(-1, keepdim=True)  # the shortest way out
+        way = torch.where(under < over, -under, over)  # signed, in the gripper's frame
+        out = torch.zeros_like(way).scatter(-1, axis, way.gather(-1, axis))  # (B,G,F,3)
+        out = (rot[:, :, None] @ out[..., None])[..., 0]  # world frame
+        along = out[..., :2].norm(dim=-1)  # (B,G,F)
+        size = out.norm(dim=-1)
+        pushes = inside & (along > self.PUSH_ALONG * size) & ~closing[..., None] & rest[:, None, None]
+        shift = out[..., :2] * (size.pow(2) / along.pow(2).clamp_min(1e-12))[..., None]  # leaves the box
+        shift = shift * (self.PUSH_MOST / shift.norm(dim=-1, keepdim=True).clamp_min(1e-9)).clamp_max(1.0)
+        shift = (shift * pushes[..., None]).sum((1, 2))  # (B,2)
+        return position + F.pad(shift, (0, 1))
+
+    PUSH_RESTING = 0.01  # m above its lowest resting height: an object still counts as resting on the table
+    PUSH_ALONG = 0.5  # a push's share along the table below which a finger presses the object into it
+    PUSH_MOST = 0.03  # m: the most one finger pushes an object in one control step
+
+    def _push_path(self, latent: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        """`head.pushes`, imagined steps: how far (B,3) metres the frame's control steps (`_follow`, on the
+        members' mean start) push the object if nothing carries it; zero where no finger reaches it."""
+        L, S = self.cfg.head.latent_dim, self.cfg.state_dim
+        mean = latent.mean(1)
+        start = mean[:, L : L + S] * self.joint_std + self.joint_mean
+        pose = mean[:, L + S :] * self.pose_std + self.pose_mean
+        shift = torch.zeros_like(pose[:, :3])
+        point = self._grasp(latent)[0].mean(1)  # (B,G,3)
+        near = ((point - pose[:, None, :3]).norm(dim=-1) < self.PUSH_NEAR).any(-1)
+        if not near.any():  # no gripper near enough to reach it in one frame
+            return shift
+        start, pose, idx = start[near], pose[near], near.nonzero()[:, 0]
+        targets, carrier = self._targets(chunk)[near], torch.full_like(idx, -1)
+        state, loose = start, None
+        for k in range(1, targets.shape[1] + 1):
+            state, _, loose = self._follow(start, pose, state, targets[:, :k], carrier, loose)
+        return shift.index_copy(0, idx, loose - pose[:, :3])
+
+    PUSH_NEAR = 0.25  # m: a gripper farther than this from the object at a frame's start cannot push it in it
 
     def _falls(self, latent: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
         """`head.falls`, imagined steps: an object that starts the frame over the table more than LANDING

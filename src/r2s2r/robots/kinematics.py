@@ -83,17 +83,11 @@ def table_geometry(model) -> tuple[float, np.ndarray, np.ndarray, list[np.ndarra
     return float(corners[:, 2].max()), corners[:, :2].min(0), corners[:, :2].max(0), objects
 
 
-def pad_box(
-    model, body_name: str, point, object_half: float, overlap: float = 0.005
-) -> tuple[np.ndarray, np.ndarray, float, int]:
-    """The box, in a gripper's frame about its grasp point, where an object's centre lies when the fingers'
-    inner faces can close on it: (centre (3,), half-sizes (3,)) in metres, how far a finger's slide
-    position exceeds its inner face's distance from the closing axis (m), and that axis (0-2). The fingers
-    are the bodies on slide joints under `body_name`, set to their widest opening; along the closing axis
-    the object (half-size `object_half`) fits between the open faces, along the other two it overlaps them
-    by at least `overlap` (the face's extent grown by `object_half - overlap` on each side: ALOHA's nominal
-    grasp holds the cube by the last 8 mm of the fingertips, and a cube whose edge only touches a pad's rim
-    slips out)."""
+def _open_fingers(model, body_name: str, point) -> tuple[list[tuple[np.ndarray, np.ndarray]], int]:
+    """The fingers under `body_name` (bodies on slide joints) set to their widest opening: per finger its
+    geometry's vertices (N,3) in the gripper's frame about the grasp point `point` (metres; a mesh's own
+    vertices, a primitive's bounding-box corners) and the unit direction (3,) it moves in as the gripper
+    opens, in that frame; and the closing axis (0-2)."""
     import mujoco
 
     data = mujoco.MjData(model)
@@ -111,13 +105,10 @@ def pad_box(
         data.qpos[model.jnt_qposadr[j]] = low if abs(low) > abs(high) else high
     mujoco.mj_kinematics(model, data)
     rot, origin = data.xmat[body].reshape(3, 3), data.xpos[body]
-    axis = int(
-        np.abs(
-            rot.T @ data.xmat[model.jnt_bodyid[slides[0]]].reshape(3, 3) @ model.jnt_axis[slides[0]]
-        ).argmax()
-    )
-    lows, highs, gaps = [], [], []
+    fingers = []
     for j in slides:
+        moves = rot.T @ data.xmat[model.jnt_bodyid[j]].reshape(3, 3) @ model.jnt_axis[j]
+        vertices = []
         for g in np.flatnonzero(model.geom_bodyid == model.jnt_bodyid[j]):
             if model.geom_type[g] == mujoco.mjtGeom.mjGEOM_MESH:
                 mesh = model.geom_dataid[g]
@@ -127,17 +118,49 @@ def pad_box(
             else:
                 local = box_corners(model.geom_aabb[g])
             world = data.geom_xpos[g] + local @ data.geom_xmat[g].reshape(3, 3).T
-            v = (world - origin) @ rot - np.asarray(point)  # in the gripper's frame, about the grasp point
-            gap = np.abs(v[:, axis]).min()
-            face = v[np.abs(v[:, axis]) <= gap + 1e-3]  # the inner face: vertices nearest the closing axis
-            lows.append(face.min(0))
-            highs.append(face.max(0))
-            gaps.append(gap)
+            vertices.append((world - origin) @ rot - np.asarray(point))
+        if vertices:
+            q = data.qpos[model.jnt_qposadr[j]]
+            opens = moves * np.sign(q)  # widening |q| opens
+            fingers.append((np.concatenate(vertices), opens / np.linalg.norm(opens), float(abs(q))))
+    axis = int(np.abs(fingers[0][1]).argmax()) if fingers else 1
+    return fingers, axis
+
+
+def pad_box(
+    model, body_name: str, point, object_half: float, overlap: float = 0.005
+) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """The box, in a gripper's frame about its grasp point, where an object's centre lies when the fingers'
+    inner faces can close on it: (centre (3,), half-sizes (3,)) in metres, how far a finger's slide
+    position exceeds its inner face's distance from the closing axis (m), and that axis (0-2). The fingers
+    are the bodies on slide joints under `body_name`, set to their widest opening; along the closing axis
+    the object (half-size `object_half`) fits between the open faces, along the other two it overlaps them
+    by at least `overlap` (the face's extent grown by `object_half - overlap` on each side: ALOHA's nominal
+    grasp holds the cube by the last 8 mm of the fingertips, and a cube whose edge only touches a pad's rim
+    slips out)."""
+    fingers, axis = _open_fingers(model, body_name, point)
+    lows, highs, gaps = [], [], []
+    for v, _, _ in fingers:
+        gap = np.abs(v[:, axis]).min()
+        face = v[np.abs(v[:, axis]) <= gap + 1e-3]  # the inner face: vertices nearest the closing axis
+        lows.append(face.min(0))
+        highs.append(face.max(0))
+        gaps.append(gap)
     grow = max(object_half - overlap, 0.0)
     low, high = np.max(lows, 0) - grow, np.min(highs, 0) + grow  # where both faces reach
     centre, half = (low + high) / 2, (high - low) / 2
     centre[axis], half[axis] = 0.0, max(min(gaps) - object_half, 1e-3)
-    return centre, half, float(np.abs(data.qpos[model.jnt_qposadr[slides[0]]]) - min(gaps)), axis
+    return centre, half, fingers[0][2] - float(min(gaps)), axis
+
+
+def finger_boxes(model, body_name: str, point) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Each finger under `body_name` as the box bounding its geometry, at the gripper's widest opening, in
+    the gripper's frame about the grasp point: lower and upper corners (F,3) in metres, the unit direction
+    (F,3) each moves in as the gripper opens, and the fingers' slide position there (m): what a moving
+    finger sweeps (`head.pushes`)."""
+    fingers, _ = _open_fingers(model, body_name, point)
+    lower, upper, opens = zip(*((v.min(0), v.max(0), d) for v, d, _ in fingers), strict=True)
+    return np.stack(lower), np.stack(upper), np.stack(opens), fingers[0][2]
 
 
 class GraspKinematics(nn.Module):
@@ -227,6 +250,9 @@ class GraspKinematics(nn.Module):
             "face_half", torch.tensor(half[self.face_axes] - grow).float().clamp_min(1e-3), persistent=False
         )
         self.finger_travel = frames.get("finger_travel")
+        lower, upper, opens, self.finger_widest = finger_boxes(model, frames["bodies"][0], frames["point"])
+        for name, value in (("finger_lower", lower), ("finger_upper", upper), ("finger_opens", opens)):
+            self.register_buffer(name, torch.tensor(value).float(), persistent=False)
 
     def balance_margin(self, rel: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
         """How far (m, (...,G)) an object's centre at `rel` (...,G,3) in each gripper's frame lies inside the
@@ -252,6 +278,15 @@ class GraspKinematics(nn.Module):
         axis each."""
         closed, opened = self.finger_travel
         return (half_gap + self.face_offset - closed) / (opened - closed)
+
+    def fingers_at(self, opening: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each finger's box (`finger_boxes`) at the gripper states `opening` (...): lower and upper corners
+        (...,F,3) in the gripper's frame about the grasp point, each finger slid along its opening
+        direction to where that state puts it."""
+        closed, opened = self.finger_travel
+        slide = closed + opening * (opened - closed) - self.finger_widest  # (...) m, <= 0 inside the widest
+        shift = slide[..., None, None] * self.finger_opens.to(opening)  # (...,F,3)
+        return self.finger_lower.to(opening) + shift, self.finger_upper.to(opening) + shift
 
     @torch.no_grad()
     def forward(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -105,6 +105,7 @@ class RefineConfig:
     chance: bool = False  # with takes: grasps hold with odds fitted to --data, drawn per episode
     odds_doubt: bool = False  # with takes and doubt: those odds raise the uncertainty near even, alone
     substeps: bool = False  # with arm_targets and pads: observations follow the commands between frames
+    pushes: bool = False  # with substeps: fingers moving into an object resting on the table push it
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
@@ -158,6 +159,7 @@ RULES = (
     "chance",
     "odds_doubt",
     "substeps",
+    "pushes",
     "pad_overlap",
 )
 
@@ -209,7 +211,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "balance": cfg.balance, "pad_holds": cfg.pad_holds, "takes": cfg.takes,
             "held_success": cfg.held_success, "grip_servo": cfg.grip_servo, "capture": cfg.capture,
             "squeeze": cfg.squeeze, "turns": cfg.turns, "doubt": cfg.doubt, "chance": cfg.chance,
-            "odds_doubt": cfg.odds_doubt, "substeps": cfg.substeps,
+            "odds_doubt": cfg.odds_doubt, "substeps": cfg.substeps, "pushes": cfg.pushes,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
