@@ -1426,11 +1426,11 @@ def test_view_balance_weighs_each_view_by_its_running_change(clips):
 def test_pushes_move_a_resting_cube_out_of_the_way_of_the_fingers(clips):
     """`head.pushes`: a resting cube 5 mm inside a finger's box (the MJCF finger's inner face 3.56 cm from the
     grasp point at state 1: 3.46 cm at the widest slide of 5.7 cm, 1 mm more at the travel's 5.8 cm; grown by
-    the cube's 2 cm half-size) leaves it the shortest way, 5 mm along the closing axis; not while the gripper
-    closes, not off the table, not where the shortest way is down into the table. In a WorldModelEnv a left
-    hand pointing down, open round the cube, slides 6 cm along its closing axis over one frame: its trailing
-    finger meets the cube after 1.56 cm and carries it along, step by step (between frames) and at the
-    frame's end (4.44 cm)."""
+    the cube's 2 cm half-size), having come in from the side, goes back out the way it came, 5 mm along the
+    closing axis; not while the gripper closes, not off the table, not where the finger came down on it. In
+    a WorldModelEnv a left hand pointing down, open round the cube, slides 6 cm along its closing axis over
+    one frame: its trailing finger meets the cube after 1.56 cm and carries it along, step by step (between
+    frames) and at the frame's end (4.44 cm)."""
     from r2s2r.robots.ik import BimanualIK, frame_from_axes
     from r2s2r.rollout.world_model_env import WorldModelEnv
 
@@ -1450,18 +1450,21 @@ def test_pushes_move_a_resting_cube_out_of_the_way_of_the_fingers(clips):
     point = torch.tensor([[[0.0, 0.5, rest], [0.3, 0.5, rest]]])
     level = torch.eye(3)[None, None].repeat(1, 2, 1, 1)  # the gripper's frame is the world's
     cube = torch.tensor([[0.0, 0.5 + 0.0356 - 0.02 + 0.005, rest]])
-    still = torch.zeros(1, 2, dtype=torch.bool)
-    pushed = head.pushed(cube, state, point, level, still)
+    frames = (point, level)
+
+    def came_from(offset, opening=1.0):  # the grippers a step earlier: `offset` (m) away, opened so
+        before = state.clone()
+        before[0, [6, 13]] = opening
+        return before, (point + torch.tensor(offset), level)
+
+    side = came_from([0.0, 0.01, 0.0])  # the finger's face 1 cm farther: the cube lay outside it
+    pushed = head.pushed(cube, state, frames, *side)
     torch.testing.assert_close(pushed, cube - torch.tensor([[0.0, 0.005, 0.0]]), atol=1e-4, rtol=0)  # 0.1 mm
-    closing = torch.tensor([[True, False]])
-    assert torch.equal(head.pushed(cube, state, point, level, closing), cube)
+    assert torch.equal(head.pushed(cube, state, frames, *came_from([0.0, 0.01, 0.0], 1.02)), cube)  # closing
     lifted = torch.tensor([[0.0, 0.0, 0.05]])
-    assert torch.equal(head.pushed(cube + lifted, state, point + lifted, level, still), cube + lifted)
-    # fingers closing along the vertical: the way out is down, into the table
-    upright = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])[None, None].repeat(1, 2, 1, 1)
-    below = point - torch.tensor([0.0, 0.0, 0.0356 - 0.02 + 0.005]) * torch.tensor([[[1.0], [0.0]]])
-    assert torch.equal(head.pushed(cube.clone().index_fill_(1, torch.tensor([1]), 0.5), state, below,
-                                   upright, still), cube.clone().index_fill_(1, torch.tensor([1]), 0.5))  # fmt: skip
+    assert torch.equal(head.pushed(cube + lifted, state, (point + lifted, level), *side), cube + lifted)
+    # the same overlap, but the finger came down from 6 cm above: it presses the cube, it does not slide it
+    assert torch.equal(head.pushed(cube, state, frames, *came_from([0.0, 0.0, 0.06])), cube)
 
     # in the env: the left hand pointing down, open round a resting cube, slides 6 cm along +y in one frame
     ik = BimanualIK()
@@ -1488,4 +1491,6 @@ def test_pushes_move_a_resting_cube_out_of_the_way_of_the_fingers(clips):
     expected = [max(0.0, s - (0.0356 - 0.02)) for s in slid]
     np.testing.assert_allclose(seen, expected, atol=1.5e-3)
     assert seen[-1] == pytest.approx(0.06 - 0.0156, abs=3e-3)
-    torch.testing.assert_close(obs["observation.environment_state"][0, [0, 2]], start_cube[[0, 2]], atol=2e-3, rtol=0)
+    torch.testing.assert_close(
+        obs["observation.environment_state"][0, [0, 2]], start_cube[[0, 2]], atol=2e-3, rtol=0
+    )

@@ -783,7 +783,8 @@ class StateDynamicsHead(nn.Module):
         moved = torch.cat([carried, turned_with(quat, rot0[b, g], rot[b, g])], dim=-1)
         free = pose[:, :7]
         if self.pushes:  # fingers that are not closing push an object resting on the table
-            loose = self.pushed(position if loose is None else loose, state, point, rot, opening < before)
+            earlier = (point0, rot0) if last is start else self.fk(last)
+            loose = self.pushed(position if loose is None else loose, state, (point, rot), last, earlier)
             free = torch.cat([loose, quat], dim=-1)
         pose = torch.cat([torch.where((carrier >= 0)[:, None], moved, free), pose[:, 7:]], dim=-1)
         # fingers closing on the object between their pads stop where the pads meet it
@@ -800,30 +801,38 @@ class StateDynamicsHead(nn.Module):
         self,
         position: torch.Tensor,
         state: torch.Tensor,
-        point: torch.Tensor,
-        rot: torch.Tensor,
-        closing: torch.Tensor,
+        frames: tuple[torch.Tensor, torch.Tensor],
+        before: torch.Tensor,
+        earlier: tuple[torch.Tensor, torch.Tensor],
     ) -> torch.Tensor:
-        """`head.pushes`: the object's position (B,3) (metres) after the fingers of grippers at `point`
-        (B,G,3) and `rot` (B,G,3,3), opened as raw proprio `state` (B,S) says, pushed it out of their way.
+        """`head.pushes`: the object's position (B,3) (metres) after the grippers' fingers moved from raw
+        proprio `before` (B,S), with grasp frames `earlier` (points (B,G,3), orientations (B,G,3,3)), to
+        `state` with grasp frames `frames`, pushing it out of their way.
 
         An object resting on the table (its centre within PUSH_RESTING of its lowest resting height) that
-        lies in a finger's box (`GraspKinematics.fingers_at`) grown by its half-size is moved along the table
-        until it leaves that box the shortest way, where that way is more along the table than into it (a
-        finger pressing down on the object from above does not slide it); fingers of a gripper that is
-        `closing` (B,G) this step are left to the grasp rules. Each push is cut to PUSH_MOST."""
+        now lies in a finger's box (`GraspKinematics.fingers_at`) grown by its half-size, and lay outside it
+        across one of the box's faces a step earlier, is moved back out through that face (the nearest, if
+        several), along the table: a finger that comes in from the side slides it, one that comes down on
+        it from above presses it into the table and does not. Fingers of a gripper that is closing this
+        step are left to the grasp rules. Each push is cut to PUSH_MOST."""
         fk = self.fk
         rest = position[:, 2] < fk.table_top + fk.object_rest + self.PUSH_RESTING  # (B,)
-        rel = (rot.transpose(-1, -2) @ (position[:, None] - point)[..., None])[..., 0]  # (B,G,3)
-        lower, upper = fk.fingers_at(state[:, self.grippers])  # (B,G,F,3)
-        under = rel[:, :, None] - (lower - fk.object_rest)  # how far past each lower face
-        over = (upper + fk.object_rest) - rel[:, :, None]
+        closing = state[:, self.grippers] < before[:, self.grippers]  # (B,G)
+
+        def sides(opening, point, rot):  # how far past each lower and upper face of each finger (B,G,F,3)
+            rel = (rot.transpose(-1, -2) @ (position[:, None] - point)[..., None])[..., 0]  # (B,G,3)
+            lower, upper = fk.fingers_at(opening)
+            return rel[:, :, None] - (lower - fk.object_rest), (upper + fk.object_rest) - rel[:, :, None]
+
+        under, over = sides(state[:, self.grippers], *frames)
+        was_under, was_over = sides(before[:, self.grippers], *earlier)
         inside = ((under > 0) & (over > 0)).all(-1)  # (B,G,F)
-        depth = torch.minimum(under, over)
-        axis = depth.argmin(-1, keepdim=True)  # the shortest way out
-        way = torch.where(under < over, -under, over)  # signed, in the gripper's frame
+        low, high = was_under <= self.PUSH_TOUCH, was_over <= self.PUSH_TOUCH  # faces it lay beyond (or at)
+        way = torch.where(low, -under, torch.where(high, over, torch.zeros_like(over)))  # back out, signed
+        depth = torch.where(low | high, way.abs(), torch.full_like(way, float("inf")))
+        axis = depth.argmin(-1, keepdim=True)  # the nearest face it came in through
         out = torch.zeros_like(way).scatter(-1, axis, way.gather(-1, axis))  # (B,G,F,3)
-        out = (rot[:, :, None] @ out[..., None])[..., 0]  # world frame
+        out = (frames[1][:, :, None] @ out[..., None])[..., 0]  # world frame
         along = out[..., :2].norm(dim=-1)  # (B,G,F)
         size = out.norm(dim=-1)
         pushes = inside & (along > self.PUSH_ALONG * size) & ~closing[..., None] & rest[:, None, None]
@@ -835,6 +844,7 @@ class StateDynamicsHead(nn.Module):
     PUSH_RESTING = 0.01  # m above its lowest resting height: an object still counts as resting on the table
     PUSH_ALONG = 0.5  # a push's share along the table below which a finger presses the object into it
     PUSH_MOST = 0.03  # m: the most one finger pushes an object in one control step
+    PUSH_TOUCH = 1e-3  # m: an object this far inside a finger's box still lay at its face (a pushed one does)
 
     def _push_path(self, latent: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
         """`head.pushes`, imagined steps: how far (B,3) metres the frame's control steps (`_follow`, on the
@@ -846,7 +856,8 @@ class StateDynamicsHead(nn.Module):
         shift = torch.zeros_like(pose[:, :3])
         point = self._grasp(latent)[0].mean(1)  # (B,G,3)
         near = ((point - pose[:, None, :3]).norm(dim=-1) < self.PUSH_NEAR).any(-1)
-        if not near.any():  # no gripper near enough to reach it in one frame
+        near &= pose[:, 2] < self.fk.table_top + self.fk.object_rest + self.PUSH_RESTING  # pushes slide it
+        if not near.any():  # no resting object with a gripper near enough to reach it in one frame
             return shift
         start, pose, idx = start[near], pose[near], near.nonzero()[:, 0]
         targets, carrier = self._targets(chunk)[near], torch.full_like(idx, -1)

@@ -40,8 +40,8 @@ with the head; its errors (radians, target alone vs tracked) go into refine.json
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
 --stops, --balance, --pad_holds, --takes, --held_success, --grip_servo, --capture, --squeeze, --turns,
 --doubt, --chance, --odds_doubt, --substeps, --pushes, --pad_overlap) on a refined head, fits the tracking
-model, the grippers' servo and the grasp odds, and writes the world model. Other flags must then match the checkpoint's
-head (they would rebuild it, untrained); that is refused.
+model, the grippers' servo and the grasp odds, and writes the world model. Other flags must then match the
+checkpoint's head (they would rebuild it, untrained); that is refused.
 
 --still_mode adds a pose mode "the cube stays exactly where it is", with its odds; training picks it
 wherever the cube did not move.
@@ -145,10 +145,11 @@ its hand. Without it the frame's start repeats until the next frame, and a contr
 fingers stop on the cube (a grasp by feel) sees them stalled at once. Each frame still ends where the head
 puts it.
 
---pushes (with --substeps; no weights): a finger that moves into a cube resting on the table, and is not
-closing on it, pushes it out of its way along the table, control step by control step (each finger the box
-round its geometry in the MJCF, the cube its half-size round its centre); the frame ends with the cube
-where the fingers left it. Without it a cube no gripper holds moves only as the free modes predict, and a
+--pushes (with --substeps; no weights): a finger that moves into a cube resting on the table from the
+side, and is not closing on it, pushes it back out the way it came, along the table, control step by
+control step (each finger the box round its geometry in the MJCF, the cube its half-size round its
+centre); one that comes down on it from above does not slide it. The frame ends with the cube where the
+fingers left it. Without it a cube no gripper holds moves only as the free modes predict, and a
 hand that sweeps through it on its way back leaves it where it lay.
 
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
