@@ -6,11 +6,12 @@ gives the ranking statistics over all of them together (Spearman, Pearson, MMRV,
 calibration slope; ID and OOD), with the number of policies. A head is given as `NAME` or as
 `NAME=OTHER,...`: where a run has no NAME, the first OTHER it has stands in (for a head whose imagined
 episodes are the same as another's there, e.g. `head_odds`, which changes only the uncertainty of
-`head_takes`). Only policies every compared head was ranked on are pooled. Writes
-benchmarks/results/archive/pooled.json.
+`head_takes`). Only policies every compared head was ranked on are pooled. Writes --out
+(benchmarks/results/archive/pooled.json unless given).
 
 Usage:
-    python benchmarks/studies/pooled.py --heads head_odds=head_takes,head_substeps
+    python benchmarks/studies/pooled.py --heads "head_substeps;head_pushes" \
+        --out benchmarks/results/archive/pooled_pushes.json
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ RUNS = (  # the ranked families, by the JSON that holds them
     "generalization_rate.json",
     "generalization_heldout.json",  # pincer, relay
     "generalization_stall.json",
+    "generalization_overlap.json",
+    "generalization_table.json",
 )
 
 

@@ -75,6 +75,7 @@ class StateDynamicsHead(nn.Module):
         self._carrier = None  # (B,) the gripper whose carried mode the last `step` picked (-1: none)
         self._frame_fk = None  # `between`: the frame's start proprio and its grasp frames
         self._loose = None  # `between`, head.pushes: the frame's start proprio, where pushes left the object
+        self._frames = None  # `_follow`: the proprio of its last step and that proprio's grasp frames
         L, H = cfg.head.latent_dim, cfg.head.hidden
         self._build_encoder(cfg)  # 1. observation -> latent; the action chunk's embedding
         # With `head.carries_state` the latent is [z (L), proprio (S), object pose (E)]: the normalized
@@ -783,7 +784,7 @@ class StateDynamicsHead(nn.Module):
         moved = torch.cat([carried, turned_with(quat, rot0[b, g], rot[b, g])], dim=-1)
         free = pose[:, :7]
         if self.pushes:  # fingers that are not closing push an object resting on the table
-            earlier = (point0, rot0) if last is start else self.fk(last)
+            earlier = (point0, rot0) if last is start else self._frames_of(last)
             loose = self.pushed(position if loose is None else loose, state, (point, rot), last, earlier)
             free = torch.cat([loose, quat], dim=-1)
         pose = torch.cat([torch.where((carrier >= 0)[:, None], moved, free), pose[:, 7:]], dim=-1)
@@ -795,7 +796,14 @@ class StateDynamicsHead(nn.Module):
         state[:, self.grippers] = torch.where(
             stopped, torch.maximum(opening, torch.minimum(stop, before)), opening
         )
+        self._frames = (state, (point, rot))  # the next step's `last` (the grippers do not move them)
         return state, pose, loose
+
+    def _frames_of(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The grasp frames of proprio `state`: those `_follow` last computed, where it is that step's."""
+        if self._frames is not None and self._frames[0] is state:
+            return self._frames[1]
+        return self.fk(state)
 
     def pushed(
         self,
@@ -857,6 +865,10 @@ class StateDynamicsHead(nn.Module):
         point = self._grasp(latent)[0].mean(1)  # (B,G,3)
         near = ((point - pose[:, None, :3]).norm(dim=-1) < self.PUSH_NEAR).any(-1)
         near &= pose[:, 2] < self.fk.table_top + self.fk.object_rest + self.PUSH_RESTING  # pushes slide it
+        if near.any():  # and some finger can reach it: a grasp point at a target comes near enough
+            ahead = self.fk(self._targets(chunk)[near])[0]  # (b,K,G,3): each target's grasp points
+            reach = (ahead - pose[near][:, None, None, :3]).norm(dim=-1).flatten(1).amin(1)
+            near = near.index_put((near.nonzero()[:, 0],), reach < self._finger_reach() + self.PUSH_SLACK)
         if not near.any():  # no resting object with a gripper near enough to reach it in one frame
             return shift
         start, pose, idx = start[near], pose[near], near.nonzero()[:, 0]
@@ -867,6 +879,14 @@ class StateDynamicsHead(nn.Module):
         return shift.index_copy(0, idx, loose - pose[:, :3])
 
     PUSH_NEAR = 0.25  # m: a gripper farther than this from the object at a frame's start cannot push it in it
+    # m: how far the tracked arms may lag their targets (~0.06 rad at most, at the wrist's reach)
+    PUSH_SLACK = 0.05
+
+    def _finger_reach(self) -> float:
+        """m: the farthest an object's centre inside any finger's grown box can lie from the grasp point."""
+        fk = self.fk
+        corners = torch.stack([fk.finger_lower - fk.object_rest, fk.finger_upper + fk.object_rest])  # (2,F,3)
+        return float(corners.abs().amax(0).norm(dim=-1).max())
 
     def _falls(self, latent: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
         """`head.falls`, imagined steps: an object that starts the frame over the table more than LANDING
