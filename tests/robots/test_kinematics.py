@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from r2s2r.robots.checker import PhysicsChecker
-from r2s2r.robots.kinematics import GraspKinematics, pad_box
+from r2s2r.robots.kinematics import GraspKinematics, finger_boxes, pad_box
 from r2s2r.robots.spec import EmbodimentSpec, robot_spec
 
 
@@ -72,6 +72,19 @@ def test_pad_box_is_where_the_open_fingers_faces_reach_an_object():
     assert axis == 1  # the fingers slide along the hand's y
     with pytest.raises(ValueError, match="palm_only has no finger on a slide joint"):
         pad_box(model, "palm_only", (0.0, 0.0, 0.0), 0.01)
+
+
+def test_finger_boxes_bound_each_open_finger_and_say_which_way_it_opens():
+    """The same hand: at the widest slides (+-0.04) finger a's box (centre y 0.046, half-sizes 0.02, 0.005,
+    0.015 about x 0.05) spans x 0.03..0.07, y 0.041..0.051, z -0.015..0.015 in the hand's frame, about the
+    grasp point at x = 0.06: x -0.03..0.01; finger b mirrors it in y. Opening moves a along +y and b along
+    -y; the slide position there is 0.04."""
+    model = mujoco.MjModel.from_xml_string(HAND)
+    lower, upper, opens, widest = finger_boxes(model, "hand", (0.06, 0.0, 0.0))
+    np.testing.assert_allclose(lower, [[-0.03, 0.041, -0.015], [-0.03, -0.051, -0.015]], atol=1e-9)
+    np.testing.assert_allclose(upper, [[0.01, 0.051, 0.015], [0.01, -0.041, 0.015]], atol=1e-9)
+    np.testing.assert_allclose(opens, [[0.0, 1.0, 0.0], [0.0, -1.0, 0.0]], atol=1e-9)
+    assert widest == pytest.approx(0.04)
 
 
 def test_balance_margin_is_the_centre_inside_the_pads_faces_across_gravity():
