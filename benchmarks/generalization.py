@@ -89,6 +89,10 @@ Usage:
         --output_dir outputs/bench/generalization_table \
         --world_models assets/world_model_blind,$M/head_odds,$M/head_substeps \
         --out benchmarks/results/generalization_table.json          # the tenth, each head ranked once
+    M=outputs/coverage; python benchmarks/generalization.py --families nudge --per_split 25 --samples 1 \
+        --output_dir outputs/bench/generalization_nudge \
+        --world_models assets/world_model_blind,$M/head_substeps,$M/head_pushes \
+        --out benchmarks/results/generalization_nudge.json          # the eleventh, each head ranked once
     python benchmarks/generalization.py --families camera --per_split 5 --no_floor --samples 1 \
         --world_models assets/world_model_small --out benchmarks/results/generalization_camera.json
         # the video path; rendering the logs takes ~12 s an episode on one core
