@@ -722,13 +722,18 @@ class StateDynamicsHead(nn.Module):
             pose = self._on_table(latent, pose)
             if self.cfg.head.falls:
                 pose = self._falls(latent, pose)
-        if self.pushes and pose.shape[-1] >= 7:  # a resting object the fingers push goes where they put it
-            shift = self._push_path(latent, chunk)  # (B,3)
-            pushed = (shift.norm(dim=-1) > 0) & (self._carrier < 0)
-            before = latent[..., -pose.shape[-1] :]
-            moved = torch.cat([before[..., :3] + shift[:, None] / self.pose_std[:3], before[..., 3:]], dim=-1)
-            pose = torch.where(pushed[:, None, None], moved, pose)
+        if self.pushes and pose.shape[-1] >= 7:
+            pose = self._swept_pose(latent, chunk, pose)
         return torch.cat([z, state, pose], dim=-1)
+
+    def _swept_pose(self, latent: torch.Tensor, chunk: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
+        """`head.pushes`: the frame's end poses (B,M,E), normalized, with an uncarried object the fingers
+        pushed (`_push_path`) where they left it: its start pose moved along the table by the pushes."""
+        shift = self._push_path(latent, chunk)  # (B,3)
+        pushed = (shift.norm(dim=-1) > 0) & (self._carrier < 0)
+        before = latent[..., -pose.shape[-1] :]
+        moved = torch.cat([before[..., :3] + shift[:, None] / self.pose_std[:3], before[..., 3:]], dim=-1)
+        return torch.where(pushed[:, None, None], moved, pose)
 
     @torch.no_grad()
     def between(
