@@ -15,7 +15,13 @@ Two rules of the state head rest on these figures, read off the coverage recordi
   offset across the left fingers two frames after the close began (its offset along the faces' third axis
   under 1 cm), and whether the episode then succeeded.
 
-Prints both tables; writes benchmarks/results/archive/grasp_margins.json.
+- A slipping carry: table 4, every frame where a gripper holds the cube 5 cm or more above the table (the
+  cube within REACH of its grasp point and HOLD_ACROSS across its fingers, this frame and the next): how
+  far the cube slides down along the fingers by the next frame (its move in the gripper's frame along the
+  world's down within the faces' plane), by how far past the pads' meeting the gripper, closed below
+  CLOSING, is commanded.
+
+Prints the tables; writes benchmarks/results/archive/grasp_margins.json.
 
 Usage:
     python benchmarks/studies/grasp_margins.py        # ~1 minute; needs coverage.sh's part0, part1, part4
@@ -44,6 +50,7 @@ from r2s2r.robots.spec import robot_spec  # noqa: E402
 STRIDE = 10  # control steps per model frame
 LEFT, RIGHT = 0, 1  # the grippers' indices among the grasp frames
 OPEN, CLOSING, RESTING, AIRBORNE, REACH, LIFTED, WINDOW = 0.8, 0.75, 0.035, 0.08, 0.08, 0.07, 25
+CARRIED, HOLD_ACROSS, SLIPPING = 0.05, StateDynamicsHead.HOLD_ACROSS, 0.002  # m (table 4)
 MARGIN_BINS = [-0.1, -0.01, -0.005, 0.0, 0.003, 0.006, 0.01, 0.02, 0.1]
 ACROSS_BINS = [0.0, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.08]
 DEPTH_BINS = [-1.0, -0.05, 0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 1.0]  # raw opening
@@ -105,6 +112,23 @@ def grasps(roots: list[str], fk: GraspKinematics) -> tuple[pd.DataFrame, pd.Data
         pd.DataFrame(lifts, columns=["margin", "across", "upright", "depth", "lifted"]),
         pd.DataFrame(takes, columns=["across", "third", "success"]),
     )
+
+
+def carries(roots: list[str], fk: GraspKinematics) -> pd.DataFrame:
+    """Table 4's held frames: each gripper's squeeze depth and how far (m) the cube slid down its fingers by
+    the next frame."""
+    rows = []
+    for openings, cube, rel, rot, depth, _ in episodes(roots, fk):
+        down = -rot[..., 2, :].numpy()  # the world's down in each gripper's frame (T,G,3)
+        down[..., fk.closing_axis] = 0.0  # within the faces' plane
+        rel = rel.numpy()
+        held = (np.linalg.norm(rel, axis=-1) < REACH) & (np.abs(rel[..., fk.closing_axis]) < HOLD_ACROSS)
+        held &= (cube[:, 2] > RESTING + CARRIED)[:, None] & (openings < CLOSING)
+        for t, g in zip(*np.nonzero(held[:-1] & held[1:]), strict=True):
+            norm = np.linalg.norm(down[t, g])
+            if norm > 0.2:  # the faces not lying flat
+                rows.append((depth[t, g], float((rel[t + 1, g] - rel[t, g]) @ down[t, g] / norm)))
+    return pd.DataFrame(rows, columns=["depth", "slip"])
 
 
 def binned(values: pd.Series, outcome: pd.Series, bins: list[float]) -> list[dict]:
@@ -171,8 +195,31 @@ def main() -> None:
     }  # fmt: skip
     write_json(Path(args.out), {
         "machine": machine_info(), "data": args.data.split(","), "balance": balance, "hold_across": across,
-        "squeeze": squeeze,
+        "squeeze": squeeze, "slip": slipping(carries(args.data.split(","), fk)),
     })  # fmt: skip
+
+
+def slipping(held: pd.DataFrame) -> dict:
+    """Table 4, printed: held frames by squeeze depth, the cube's slide down the fingers per frame."""
+    rows = []
+    for bin_, group in held.groupby(pd.cut(held.depth, DEPTH_BINS), observed=True):
+        slip = group.slip.to_numpy()
+        rows.append({
+            "depth": f"{1000 * bin_.left:g} .. {1000 * bin_.right:g}", "frames": len(slip),
+            "median_cm": round(100 * float(np.median(slip)), 3),
+            "p90_cm": round(100 * float(np.percentile(slip, 90)), 3),
+            "slipping": round(float(np.mean(slip > SLIPPING)), 3),
+        })  # fmt: skip
+    print_table(
+        f"4. frames with the cube held 5 cm or more above the table ({len(held)}): its slide down the fingers"
+        " per frame, by how far past the pads' meeting the gripper is commanded (x1000, raw opening)",
+        ["depth", "frames", "median (cm)", "90th pct (cm)", f"> {1000 * SLIPPING:g} mm"],
+        [
+            [r["depth"], r["frames"], r["median_cm"], r["p90_cm"], f"{100 * r['slipping']:.0f} %"]
+            for r in rows
+        ],
+    )
+    return {"carried_m": CARRIED, "slipping_m": SLIPPING, "frames": len(held), "bins": rows}
 
 
 if __name__ == "__main__":
