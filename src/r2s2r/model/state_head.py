@@ -212,6 +212,10 @@ class StateDynamicsHead(nn.Module):
         # by the same fitted servo.
         self.follows = bool(cfg.head.substeps and self.arm_targets and cfg.head.contact and self.kinematic)
         self.pushes = bool(self.follows and cfg.head.pushes)
+        if self.pushes:  # m: how far from the grasp point an object in a finger's grown box can lie
+            fk = self.fk
+            corners = torch.stack([fk.finger_lower - fk.object_rest, fk.finger_upper + fk.object_rest])
+            self.finger_reach = float(corners.abs().amax(0).norm(dim=-1).max())
         if self.servos or self.follows:  # zeros: the grippers stay where they are until fitted
             self.register_buffer("grip_servo", torch.zeros(3))
         # With `head.chance`, each grasp factor's edge and width (`fit_grasp_odds`, saved); until fitted,
@@ -870,14 +874,18 @@ class StateDynamicsHead(nn.Module):
         point = self._grasp(latent)[0].mean(1)  # (B,G,3)
         near = ((point - pose[:, None, :3]).norm(dim=-1) < self.PUSH_NEAR).any(-1)
         near &= pose[:, 2] < self.fk.table_top + self.fk.object_rest + self.PUSH_RESTING  # pushes slide it
-        if near.any():  # and some finger can reach it: a grasp point at a target comes near enough
-            ahead = self.fk(self._targets(chunk)[near])[0]  # (b,K,G,3): each target's grasp points
-            reach = (ahead - pose[near][:, None, None, :3]).norm(dim=-1).flatten(1).amin(1)
-            near = near.index_put((near.nonzero()[:, 0],), reach < self._finger_reach() + self.PUSH_SLACK)
-        if not near.any():  # no resting object with a gripper near enough to reach it in one frame
+        idx = near.nonzero()[:, 0]
+        if not len(idx):  # no resting object with a gripper near it
             return shift
-        start, pose, idx = start[near], pose[near], near.nonzero()[:, 0]
-        targets, carrier = self._targets(chunk)[near], torch.full_like(idx, -1)
+        targets = self._targets(chunk)[idx]
+        # and some finger can reach it: a grasp point at one of the frame's targets comes near enough
+        ahead = self.fk(targets)[0]  # (b,K,G,3)
+        reach = (ahead - pose[idx][:, None, None, :3]).norm(dim=-1).flatten(1).amin(1)
+        kept = reach < self.finger_reach + self.PUSH_SLACK
+        if not kept.any():  # no finger able to reach it in this frame
+            return shift
+        idx, targets = idx[kept], targets[kept]
+        start, pose, carrier = start[idx], pose[idx], torch.full_like(idx, -1)
         state, loose = start, None
         for k in range(1, targets.shape[1] + 1):
             state, _, loose = self._follow(start, pose, state, targets[:, :k], carrier, loose)
@@ -886,12 +894,6 @@ class StateDynamicsHead(nn.Module):
     PUSH_NEAR = 0.25  # m: a gripper farther than this from the object at a frame's start cannot push it in it
     # m: how far the tracked arms may lag their targets (~0.06 rad at most, at the wrist's reach)
     PUSH_SLACK = 0.05
-
-    def _finger_reach(self) -> float:
-        """m: the farthest an object's centre inside any finger's grown box can lie from the grasp point."""
-        fk = self.fk
-        corners = torch.stack([fk.finger_lower - fk.object_rest, fk.finger_upper + fk.object_rest])  # (2,F,3)
-        return float(corners.abs().amax(0).norm(dim=-1).max())
 
     def _falls(self, latent: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
         """`head.falls`, imagined steps: an object that starts the frame over the table more than LANDING
