@@ -33,6 +33,10 @@ a user will see on their own policies. This benchmark ranks families kept out of
     fingers, re-reads it, grasps it from above and hands it over in mid-air to the left, which slides in
     level and pinches its top and bottom faces, written by another engineer after `head_substeps` was
     ranked on `table`, apart from the model (benchmarks/families/);
+  - `act_cam`: LeRobot ACT checkpoints along one run that reads the top view and the joint state only
+    (as ACT's own simulated transfer-cube policies; no cube pose), trained from scratch on 120 rendered
+    episodes of the nominal demonstrator; `act_cam_small`: a run on 30 others. Rendered logs, ranked on
+    the video path like `camera`; their rollouts are in no dataset;
   - `camera`: camera-only controllers (they find the cube in the top image, some servo and check the grasp
     in the right wrist image, none reads its pose): rendered logs (three 96x128 views), ranked on the video
     path, and again with the logs' object poses ignored (`--object_poses=false`, as for hardware logs
@@ -62,7 +66,8 @@ Stages (each resumes):
 `--families scripted` ranks the tuning set instead (rank.py's demonstrator presets): the family the head's
 options are chosen on, reported as such and never as held out.
 
-Prerequisites: the ACT runs (`bash benchmarks/held_out_act.sh`).
+Prerequisites: the ACT runs (`bash benchmarks/held_out_act.sh`; the camera-only ones
+`bash benchmarks/camera_act.sh`).
 Usage:
     python benchmarks/generalization.py --world_models assets/world_model_blind,outputs/coverage/head
     M=outputs/coverage; python benchmarks/generalization.py --families pincer,relay --per_split 25 \
@@ -132,10 +137,13 @@ SCRIPTED_FAMILIES = (
     "waypoint", "jointspace", "pincer", "relay", "retry", "rate", "stall", "overlap", "table", "nudge",
     "camera",
 )  # fmt: skip
-VIDEO_FAMILIES = ("camera",)  # camera-only policies: rendered logs, ranked on the video path
+# camera-only policies: rendered logs, ranked on the video path
+VIDEO_FAMILIES = ("camera", "act_cam", "act_cam_small")
 ACT_RUNS = {
     "act_b": ("outputs/bench/zoo/act_b", (500, 1500, 3000, 6000)),
     "act_c": ("outputs/bench/zoo/act_c", (1000, 3000)),
+    "act_cam": ("outputs/bench/zoo/act_cam", (500, 1000, 2000, 3000, 4000)),
+    "act_cam_small": ("outputs/bench/zoo/act_cam_small", (1000, 3000)),
 }
 KEPT_OUT = {
     "training_data": "checked against provenance.json",
@@ -294,7 +302,8 @@ def held_out_zoo(families: tuple[str, ...]) -> dict[str, dict]:
             for step in steps:
                 ckpt = Path(folder) / f"step_{step}"
                 if not (ckpt / "config.json").is_file():
-                    raise SystemExit(f"no {ckpt}: train it first (benchmarks/held_out_act.sh).")
+                    script = "camera_act.sh" if family in VIDEO_FAMILIES else "held_out_act.sh"
+                    raise SystemExit(f"no {ckpt}: train it first (bash benchmarks/{script}).")
                 zoo[f"{family}_{step}"] = {"path": str(ckpt.resolve()), "kwargs": {}, "family": family}
     return zoo
 
@@ -315,6 +324,10 @@ def policy_views(spec: dict) -> tuple[str, ...]:
     """The views a policy reads, the only ones its second real run renders."""
     if spec["family"] not in VIDEO_FAMILIES:
         return ()
+    if spec["family"] in ACT_RUNS:  # a LeRobot checkpoint: the image features of its config
+        features = json.loads((Path(spec["path"]) / "config.json").read_text())["input_features"]
+        prefix = "observation.images."
+        return tuple(k.removeprefix(prefix) for k in features if k.startswith(prefix))
     module, factory = spec["path"].split(":")
     return tuple(getattr(importlib.import_module(module), factory)(**spec["kwargs"]).knobs.cameras)
 

@@ -1,16 +1,18 @@
-"""The learned family of the policy zoo: state-only LeRobot ACT checkpoints along one training run.
+"""The learned families of the policy zoo: LeRobot ACT checkpoints along one training run.
 
 A simulator is worth trusting if it ranks policies as the reference world does, so the zoo needs
 policies whose real success rates spread out. Checkpoints saved along one behaviour-cloning run give
 that for free: early ones never transfer the cube, later ones about half the time (not monotonically in
 the step: one late checkpoint can fall back to 0 %, which makes the ranking less trivial).
 
-1. train LeRobot's ACT on the demonstrator recording (observation.state + observation.environment_state
-   in, 14-D action chunks out; no cameras, so no vision backbone and cheap on a CPU),
+1. train LeRobot's ACT on the demonstrator recording, 14-D action chunks out: state-only by default
+   (observation.state + observation.environment_state in; no vision backbone, cheap on a CPU), or, with
+   `--cameras`, camera-only as a real ALOHA policy (those views + observation.state in, never the cube's
+   pose; a ResNet-18 trained from scratch, since nothing is downloaded here),
 2. save `<output_dir>/step_<N>/` at each `save_at` step: a LeRobot pretrained directory (config.json,
    model.safetensors, pre/post-processors with the dataset stats) that `LeRobotPolicyAdapter` loads,
    plus `training_state/` (optimizer, RNG, loss) to resume from,
-3. play every checkpoint in the reference world, ID and OOD cubes, without rendering.
+3. play every checkpoint in the reference world, ID and OOD cubes, rendering only the views it reads.
 Prints a table and writes benchmarks/results/zoo_act.json.
 
 Resuming: a re-run keeps the checkpoints already saved and continues training from the newest one
@@ -20,6 +22,7 @@ ends with the same checkpoints as an uninterrupted one.
 Usage:
     python benchmarks/zoo_act.py          # ~20 min training + ~15 min eval on 2 shared cores
     python benchmarks/zoo_act.py --steps=400 --save_at='[200,400]' --eval_episodes=10  # a quick look
+    bash benchmarks/camera_act.sh   # the camera-only runs of benchmarks/generalization.py's act_cam families
 """
 
 from __future__ import annotations
@@ -51,17 +54,18 @@ from lerobot.processor import PolicyProcessorPipeline  # noqa: E402
 from lerobot.utils.train_utils import load_training_state, save_training_state  # noqa: E402
 from safetensors.torch import load_model  # noqa: E402
 
+from r2s2r.data.reader import ClipConfig, ClipDataset  # noqa: E402
 from r2s2r.data.recorder import RecordConfig, evaluate  # noqa: E402
 from r2s2r.policies.policy import PolicyConfig  # noqa: E402
 from r2s2r.robots.aloha import WorldConfig  # noqa: E402
 from r2s2r.scripts.cli import run  # noqa: E402
 
-INPUTS = ("observation.state", "observation.environment_state")
+INPUTS = ("observation.state", "observation.environment_state")  # the state-only policy's inputs
 METRICS = "train_metrics.json"  # in <checkpoint>/training_state/: loss and wall time at that step
 # Fields that define the training run: a resumed run must match the saved checkpoints on all of them.
 RUN_KEYS = ("data", "only_successful", "batch_size", "lr", "weight_decay", "grad_clip", "chunk_size",
             "n_action_steps", "dim_model", "n_heads", "dim_feedforward", "n_encoder_layers",
-            "n_vae_encoder_layers", "kl_weight", "seed")  # fmt: skip
+            "n_vae_encoder_layers", "kl_weight", "seed", "cameras", "start_every")  # fmt: skip
 
 
 @dataclass
@@ -88,6 +92,10 @@ class ZooConfig:
     n_vae_encoder_layers: int = 1  # layers of the CVAE encoder (training only)
     kl_weight: float = 10.0  # weight of the CVAE KL term
     seed: int = 0  # weights, dropout and batches are a function of it
+    cameras: list[str] = field(default_factory=list)  # views a camera-only policy reads (with the joint
+    # state, never the cube's pose); empty: state-only
+    start_every: int = 2  # with cameras: a batch starts only on every k-th frame, so only those frames'
+    # images are decoded and kept in memory (uint8); the action chunks keep every step
     device: str = "auto"  # auto (cuda if present) | cpu | cuda
     eval_episodes: int = 20  # reference-world episodes per checkpoint and distribution
     eval_seed: int = 1000  # seed of the evaluation cube poses (training data used 100, held-out 200)
@@ -107,6 +115,9 @@ class ZooConfig:
             raise ValueError(
                 f"n_action_steps={self.n_action_steps} must be in 1..chunk_size={self.chunk_size}."
             )
+        if self.start_every < 1:
+            raise ValueError(f"start_every={self.start_every} must be >= 1.")
+        self.cameras = list(self.cameras)
         if self.device == "auto":
             self.device = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -117,18 +128,27 @@ class ZooConfig:
     def run_key(self) -> dict:
         return {k: getattr(self, k) for k in RUN_KEYS}
 
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The policy's input features."""
+        if not self.cameras:
+            return INPUTS
+        return ("observation.state", *(f"observation.images.{cam}" for cam in self.cameras))
+
 
 class ChunkData:
-    """The tabular part of a LeRobot recording in memory, sampled as (frame, action chunk) batches.
+    """A LeRobot recording in memory, sampled as (frame, action chunk) batches.
 
-    Reads LeRobot's parquet frames through `LeRobotDataset.hf_dataset` rather than `dataset[i]`, which
-    would decode three camera videos per frame that a state-only policy never looks at.
+    The tabular part is read through `LeRobotDataset.hf_dataset` rather than `dataset[i]`, which would
+    decode three camera videos per frame. A camera-only policy's views are decoded once, for the frames a
+    batch may start from (every `start_every`-th of each kept episode), and kept as uint8.
     """
 
-    def __init__(self, root: str, repo_id: str, chunk_size: int, only_successful: bool):
-        self.dataset = LeRobotDataset(repo_id, root=root)
+    def __init__(self, root: str, cfg: ZooConfig, only_successful: bool):
+        self.dataset = LeRobotDataset(cfg.repo_id, root=root)
+        tabular = [k for k in cfg.inputs if not k.startswith("observation.images.")]
         cols = self.dataset.hf_dataset.with_format(
-            "torch", columns=[*INPUTS, "action", "episode_index", "next.success"]
+            "torch", columns=[*tabular, "action", "episode_index", "frame_index", "next.success"]
         )[:]
         episode = cols["episode_index"]  # (N,), sorted: LeRobot stores episodes one after the other
         ends = torch.searchsorted(episode, episode, right=True)  # (N,): one past its episode's last frame
@@ -137,16 +157,22 @@ class ChunkData:
             success = torch.zeros(int(episode.max()) + 1, dtype=torch.bool)
             success.index_put_((episode,), cols["next.success"].view(-1), accumulate=True)
             keep = success[episode]
+        if cfg.cameras:
+            keep &= cols["frame_index"] % cfg.start_every == 0
         self.frames = torch.nonzero(keep).view(-1)  # indices a batch may start from
         self.num_episodes = int(episode[self.frames].unique().numel())
-        self.cols, self.ends, self.chunk_size = cols, ends, chunk_size
+        self.cols, self.ends, self.chunk_size, self.tabular = cols, ends, cfg.chunk_size, tabular
+        self.images = _decode_views(root, cfg, episode[self.frames].unique().tolist()) if cfg.cameras else {}
 
     def batch(self, frames: torch.Tensor) -> dict[str, torch.Tensor]:
         """Observations at `frames` (B,) and the next `chunk_size` actions, padded past episode ends."""
         idx = frames[:, None] + torch.arange(self.chunk_size)  # (B, T)
         pad = idx >= self.ends[frames, None]  # (B, T): past the episode's last frame
         idx = torch.minimum(idx, self.ends[frames, None] - 1)  # (B, T): LeRobot repeats the last action
-        batch = {k: self.cols[k][frames] for k in INPUTS}
+        batch = {k: self.cols[k][frames] for k in self.tabular}
+        if self.images:
+            slot = torch.searchsorted(self.frames, frames)  # the images are stored in self.frames' order
+            batch |= {k: v[slot].float().div_(255.0) for k, v in self.images.items()}  # (B, 3, H, W)
         batch["action"] = self.cols["action"][idx]  # (B, T, A)
         batch["action_is_pad"] = pad
         return batch
@@ -158,18 +184,35 @@ class ChunkData:
         return self.batch(self.frames[pick])
 
 
+def _decode_views(root: str, cfg: ZooConfig, episodes: list[int]) -> dict[str, torch.Tensor]:
+    """`observation.images.<cam>` -> (F, 3, H, W) uint8: every `start_every`-th frame of `episodes`, in
+    order (the order of `ChunkData.frames`)."""
+    fps = LeRobotDataset(cfg.repo_id, root=root).meta.fps
+    clips = ClipDataset(ClipConfig(
+        root=root, repo_id=cfg.repo_id, cameras=tuple(cfg.cameras), frame_rate=fps // cfg.start_every,
+        future_frames=1, context_frames=1, episodes=tuple(episodes),
+    ))  # fmt: skip
+    views: dict[str, list[torch.Tensor]] = {k: [] for k in clips.camera_keys}
+    for ep in tqdm(episodes, desc="decode views", unit="episode"):
+        clip = clips.episode(ep)
+        for k in views:
+            views[k].append(clip[k].mul(255.0).round_().to(torch.uint8))
+    return {k: torch.cat(v) for k, v in views.items()}
+
+
 def make_policy(
     cfg: ZooConfig, data: ChunkData
 ) -> tuple[ACTPolicy, PolicyProcessorPipeline, PolicyProcessorPipeline]:
-    """A fresh state-only ACT and its pre/post-processors, normalizing with the dataset's stats."""
+    """A fresh ACT and its pre/post-processors, normalizing with the dataset's stats."""
     features = dataset_to_policy_features(data.dataset.meta.features)
     act_cfg = ACTConfig(
-        input_features={k: features[k] for k in INPUTS},  # environment_state is FeatureType.ENV
+        input_features={k: features[k] for k in cfg.inputs},  # environment_state is FeatureType.ENV
         output_features={"action": features["action"]},
         # ACT's default map has no ENV entry, which leaves the cube pose unnormalized. Quantiles (q01..q99
         # -> -1..1), not mean/std: a few cubes knocked off the table (z down to -84 m) make the std of z
         # 2.2 m, which would squash every real cube height into a few hundredths.
         normalization_mapping={
+            "VISUAL": NormalizationMode.MEAN_STD,  # per channel, LeRobot's recorded image stats
             "STATE": NormalizationMode.MEAN_STD,
             "ENV": NormalizationMode.QUANTILES,
             "ACTION": NormalizationMode.MEAN_STD,
@@ -182,7 +225,7 @@ def make_policy(
         n_encoder_layers=cfg.n_encoder_layers,
         n_vae_encoder_layers=cfg.n_vae_encoder_layers,
         kl_weight=cfg.kl_weight,
-        pretrained_backbone_weights=None,  # never used without images; never downloaded either
+        pretrained_backbone_weights=None,  # nothing is downloaded: a camera policy's ResNet starts random
         optimizer_lr=cfg.lr,
         optimizer_weight_decay=cfg.weight_decay,
         device=cfg.device,
@@ -216,8 +259,8 @@ def train_zoo(cfg: ZooConfig) -> list[dict]:
     todo = [s for s in cfg.save_at if not cfg.checkpoint(s).is_dir()]
     if todo:
         torch.manual_seed(cfg.seed)
-        data = ChunkData(cfg.data, cfg.repo_id, cfg.chunk_size, cfg.only_successful)
-        heldout = ChunkData(cfg.heldout, cfg.repo_id, cfg.chunk_size, False) if cfg.heldout else None
+        data = ChunkData(cfg.data, cfg, cfg.only_successful)
+        heldout = ChunkData(cfg.heldout, cfg, False) if cfg.heldout else None
         policy, pre, post = make_policy(cfg, data)
         optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         on_disk = sorted(int(p.name.removeprefix("step_")) for p in out.glob("step_*") if p.is_dir())
@@ -303,11 +346,11 @@ def evaluate_checkpoint(cfg: ZooConfig, step: int, dist: str) -> dict:
         return json.loads(cache.read_text())
     rec = RecordConfig(
         num_episodes=cfg.eval_episodes, distribution=dist, seed=cfg.eval_seed, workers=cfg.workers,
-        world=WorldConfig(num_envs=cfg.eval_envs, cameras=()),  # state-only ACT needs no images
+        world=WorldConfig(num_envs=cfg.eval_envs, cameras=tuple(cfg.cameras)),  # only the views it reads
         policy=PolicyConfig(path=str(ckpt), device=cfg.device),
     )  # fmt: skip
     tic = time.perf_counter()
-    labels = evaluate(rec, render=False)
+    labels = evaluate(rec, render=bool(cfg.cameras))
     result = {"model_sha1": sha, "seconds": time.perf_counter() - tic, "labels": labels}
     cache.parent.mkdir(exist_ok=True)
     write_json(cache, result)
@@ -315,7 +358,7 @@ def evaluate_checkpoint(cfg: ZooConfig, step: int, dist: str) -> dict:
 
 
 def evaluate_zoo(cfg: ZooConfig, metrics: list[dict]) -> list[dict]:
-    """Play each checkpoint in the reference world (ID and OOD cubes, no rendering)."""
+    """Play each checkpoint in the reference world (ID and OOD cubes, rendering only the views it reads)."""
     results = []
     for m in metrics:
         row = {k: v for k, v in m.items() if k not in ("run", "recent")}
@@ -341,7 +384,8 @@ def report(cfg: ZooConfig, results: list[dict]) -> None:
         for r in results
     ]  # fmt: skip
     print_table(
-        f"State-only ACT checkpoints in the reference world ({cfg.eval_episodes} episodes per distribution, "
+        f"{'Camera-only' if cfg.cameras else 'State-only'} ACT checkpoints in the reference world "
+        f"({cfg.eval_episodes} episodes per distribution, "
         f"seed {cfg.eval_seed}; success = top reward at any step; loss = mean of the last 100 steps)",
         ["checkpoint", "train loss", "train L1", "held-out L1", "ID success %", "OOD success %",
          "ID max-reward hist 0..4", "train s (cumulative)", "eval s"],

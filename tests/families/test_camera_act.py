@@ -1,0 +1,71 @@
+"""The camera-only ACT of benchmarks/zoo_act.py (`--cameras`): it is trained on the views and the joint state
+only, its images are the recording's own frames, a resumed run refuses other views, and the generalization
+benchmark renders for it exactly the views its checkpoint reads."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+from generalization import ACT_RUNS, VIDEO_FAMILIES, policy_views
+from r2s2r.policies.policy import PolicyConfig, load_policy, to_policy_batch
+from zoo_act import ChunkData, ZooConfig, train_zoo
+
+TINY = dict(heldout="", only_successful=False, dim_model=32, n_heads=2, dim_feedforward=64, chunk_size=5,
+            n_action_steps=5, batch_size=2, device="cpu")  # fmt: skip
+
+
+def test_camera_chunks_hold_the_recorded_frames_of_every_other_step_and_no_object_pose(recorded):
+    cfg, _ = recorded
+    zoo = ZooConfig(data=cfg.root, cameras=["top"], start_every=2, **TINY)
+    data = ChunkData(cfg.root, zoo, only_successful=False)
+    assert zoo.inputs == ("observation.state", "observation.images.top")
+    # 2 episodes of 50 steps: frames 0, 2, ..., 48 of each start a batch
+    assert data.frames.tolist() == list(range(0, 50, 2)) + list(range(50, 100, 2))
+    assert data.images["observation.images.top"].shape == (50, 3, 48, 64)
+    assert data.images["observation.images.top"].dtype == torch.uint8
+
+    picked = torch.tensor([6, 58])  # episode 0 frame 6, episode 1 frame 8
+    batch = data.batch(picked)
+    assert set(batch) == {"observation.state", "observation.images.top", "action", "action_is_pad"}
+    dataset = LeRobotDataset(zoo.repo_id, root=cfg.root)
+    for row, index in enumerate(picked.tolist()):
+        frame = dataset[index]
+        image = batch["observation.images.top"][row]
+        assert torch.allclose(image, frame["observation.images.top"], atol=0.6 / 255)  # uint8 rounding
+        assert torch.equal(batch["observation.state"][row], frame["observation.state"])
+    # a chunk that runs past episode 1's last frame (99) repeats its last action and is marked as padding
+    tail = data.batch(torch.tensor([98]))
+    assert tail["action_is_pad"][0].tolist() == [False, False, True, True, True]
+    assert torch.equal(tail["action"][0, 4], tail["action"][0, 1])
+
+
+def test_camera_act_reads_only_its_views_and_a_resumed_run_refuses_other_views(recorded, tmp_path):
+    cfg, _ = recorded
+    out = tmp_path / "act_cam"
+    zoo = ZooConfig(data=cfg.root, cameras=["top"], output_dir=str(out), steps=2, save_at=[1, 2], **TINY)
+    metrics = train_zoo(zoo)
+    assert [m["step"] for m in metrics] == [1, 2] and all(m["train_loss"] > 0 for m in metrics)
+
+    spec = {"path": str(out / "step_2"), "kwargs": {}, "family": "act_cam"}
+    assert policy_views(spec) == ("top",)  # what its second real run renders
+    policy = load_policy(PolicyConfig(path=spec["path"]))
+    assert sorted(policy.config.input_features) == ["observation.images.top", "observation.state"]
+    observation = {
+        "observation.images.top": torch.randint(0, 256, (3, 48, 64, 3), dtype=torch.uint8).numpy(),
+        "observation.state": torch.zeros(3, 14).numpy(),
+    }
+    assert policy.select_action(to_policy_batch(observation)).shape == (3, 14)
+    with pytest.raises(KeyError, match=r"observation.images.top"):  # a log without its view
+        policy.select_action(to_policy_batch({"observation.state": observation["observation.state"]}))
+
+    other = ZooConfig(data=cfg.root, cameras=["top", "right_wrist"], output_dir=str(out), steps=3,
+                      save_at=[1, 2, 3], **TINY)  # fmt: skip
+    with pytest.raises(ValueError, match=r"cannot resume .*'cameras'"):
+        train_zoo(other)
+
+
+def test_camera_act_runs_are_video_families():
+    assert {"act_cam", "act_cam_small"} <= set(VIDEO_FAMILIES) & set(ACT_RUNS)
+    assert len(ACT_RUNS["act_cam"][1]) >= 4  # >= 4 checkpoints of one run, and a run on less data
