@@ -232,8 +232,27 @@ def make_policy(
         push_to_hub=False,
     )
     policy = ACTPolicy(act_cfg).to(cfg.device)
-    pre, post = make_pre_post_processors(act_cfg, dataset_stats=data.dataset.meta.stats)
+    stats = dict(data.dataset.meta.stats) | {k: image_stats(v) for k, v in data.images.items()}
+    pre, post = make_pre_post_processors(act_cfg, dataset_stats=stats)
     return policy, pre, post
+
+
+def image_stats(images: torch.Tensor, chunk: int = 512) -> dict[str, np.ndarray]:
+    """Per-channel mean and std of uint8 frames (F, 3, H, W) read as [0, 1], shaped (3, 1, 1) as LeRobot's.
+
+    Computed from the frames themselves: the per-channel image stats LeRobot 0.4.4 writes while recording
+    here are not the frames' (std about 0.001 where the pixels spread over 0..1), and normalizing by them
+    scales a policy's inputs up a thousandfold."""
+    total = torch.zeros(3, dtype=torch.float64)
+    squares = torch.zeros(3, dtype=torch.float64)
+    for part in images.split(chunk):
+        x = part.double().div_(255.0)
+        total += x.sum((0, 2, 3))
+        squares += x.square().sum((0, 2, 3))
+    n = images.shape[0] * images.shape[2] * images.shape[3]
+    mean = total / n
+    std = (squares / n - mean.square()).clamp_min(0).sqrt()
+    return {"mean": mean.view(3, 1, 1).numpy(), "std": std.view(3, 1, 1).numpy()}
 
 
 def save_checkpoint(cfg: ZooConfig, step: int, policy, pre, post, optimizer, metrics: dict) -> Path:

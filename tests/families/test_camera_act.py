@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
+from safetensors.torch import load_file
 
 from generalization import ACT_RUNS, VIDEO_FAMILIES, policy_views
 from r2s2r.policies.policy import PolicyConfig, load_policy, to_policy_batch
-from zoo_act import ChunkData, ZooConfig, train_zoo
+from zoo_act import ChunkData, ZooConfig, image_stats, train_zoo
 
 TINY = dict(heldout="", only_successful=False, dim_model=32, n_heads=2, dim_feedforward=64, chunk_size=5,
             n_action_steps=5, batch_size=2, device="cpu")  # fmt: skip
@@ -48,6 +49,15 @@ def test_camera_act_reads_only_its_views_and_a_resumed_run_refuses_other_views(r
     metrics = train_zoo(zoo)
     assert [m["step"] for m in metrics] == [1, 2] and all(m["train_loss"] > 0 for m in metrics)
 
+    # the images are normalized by the frames' own stats
+    (saved,) = (out / "step_2").glob("policy_preprocessor_step_*_normalizer_processor.safetensors")
+    own = image_stats(ChunkData(cfg.root, zoo, only_successful=False).images["observation.images.top"])
+    normalizer = load_file(saved)
+    for stat in ("mean", "std"):
+        used = normalizer[f"observation.images.top.{stat}"].double()
+        assert torch.allclose(used, torch.from_numpy(own[stat]))
+    assert (own["std"] > 0.05).all()
+
     spec = {"path": str(out / "step_2"), "kwargs": {}, "family": "act_cam"}
     assert policy_views(spec) == ("top",)  # what its second real run renders
     policy = load_policy(PolicyConfig(path=spec["path"]))
@@ -64,6 +74,17 @@ def test_camera_act_reads_only_its_views_and_a_resumed_run_refuses_other_views(r
                       save_at=[1, 2, 3], **TINY)  # fmt: skip
     with pytest.raises(ValueError, match=r"cannot resume .*'cameras'"):
         train_zoo(other)
+
+
+def test_image_stats_are_the_frames_own_per_channel_mean_and_std():
+    """Not the recording's stats (LeRobot writes an image std of about 0.001 here)."""
+    frames = torch.zeros(3, 3, 2, 4, dtype=torch.uint8)
+    frames[:, 0, :, :2] = 255  # red: half the pixels 1.0, half 0.0 -> mean 0.5, std 0.5
+    frames[0, 1] = 51  # green: 0.2 in one frame of three, 0 in the others -> mean 0.2/3, std 0.2*sqrt(2)/3
+    stats = image_stats(frames, chunk=2)  # in parts, as for a long recording
+    assert stats["mean"].shape == (3, 1, 1)
+    assert stats["mean"].ravel() == pytest.approx([0.5, 0.2 / 3, 0.0], abs=1e-9)
+    assert stats["std"].ravel() == pytest.approx([0.5, 0.2 * 2**0.5 / 3, 0.0], abs=1e-9)
 
 
 def test_camera_act_runs_are_video_families():
