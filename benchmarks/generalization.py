@@ -369,11 +369,12 @@ def second_run(zoo: dict, out: Path, per_split: int, workers: int) -> dict[str, 
         if cached.get("spec") == spec and cached.get("per_split") == per_split:
             rates[name] = cached["rates"]
             continue
+        views = policy_views(spec)
         labels = evaluate(RecordConfig(
             num_episodes=2 * per_split, distribution="mixed", seed=seed_of(name, 2), workers=workers,
-            world=WorldConfig(num_envs=10, cameras=policy_views(spec)),
+            world=WorldConfig(num_envs=10, cameras=views),
             policy=PolicyConfig(path=spec["path"], kwargs=spec["kwargs"]),
-        ))  # fmt: skip
+        ), render=bool(views))  # fmt: skip
         rows = [{"split": e["distribution"], "real_success": e["success"]} for e in labels]
         rates[name] = success_rates(rows, "real_success")
         path.parent.mkdir(parents=True, exist_ok=True)

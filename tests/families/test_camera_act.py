@@ -4,12 +4,14 @@ benchmark renders for it exactly the views its checkpoint reads."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 from safetensors.torch import load_file
 
-from generalization import ACT_RUNS, VIDEO_FAMILIES, policy_views
+from generalization import ACT_RUNS, VIDEO_FAMILIES, policy_views, second_run
 from r2s2r.policies.policy import PolicyConfig, load_policy, to_policy_batch
 from zoo_act import ChunkData, ZooConfig, image_stats, train_zoo
 
@@ -42,11 +44,19 @@ def test_camera_chunks_hold_the_recorded_frames_of_every_other_step_and_no_objec
     assert torch.equal(tail["action"][0, 4], tail["action"][0, 1])
 
 
-def test_camera_act_reads_only_its_views_and_a_resumed_run_refuses_other_views(recorded, tmp_path):
+@pytest.fixture(scope="module")
+def camera_act(recorded, tmp_path_factory):
+    """A camera-only ACT trained for 2 steps on the top view: (its run's config, its metrics)."""
     cfg, _ = recorded
-    out = tmp_path / "act_cam"
+    out = tmp_path_factory.mktemp("zoo") / "act_cam"
     zoo = ZooConfig(data=cfg.root, cameras=["top"], output_dir=str(out), steps=2, save_at=[1, 2], **TINY)
-    metrics = train_zoo(zoo)
+    return zoo, train_zoo(zoo)
+
+
+def test_camera_act_reads_only_its_views_and_a_resumed_run_refuses_other_views(recorded, camera_act):
+    cfg, _ = recorded
+    zoo, metrics = camera_act
+    out = Path(zoo.output_dir)
     assert [m["step"] for m in metrics] == [1, 2] and all(m["train_loss"] > 0 for m in metrics)
 
     # the images are normalized by the frames' own stats
@@ -74,6 +84,15 @@ def test_camera_act_reads_only_its_views_and_a_resumed_run_refuses_other_views(r
                       save_at=[1, 2, 3], **TINY)  # fmt: skip
     with pytest.raises(ValueError, match=r"cannot resume .*'cameras'"):
         train_zoo(other)
+
+
+def test_a_camera_policys_second_real_run_renders_the_views_it_reads(camera_act, tmp_path):
+    """The noise floor's run plays the policy with its views rendered (a policy given none would raise)."""
+    zoo, _ = camera_act
+    spec = {"path": str(Path(zoo.output_dir) / "step_2"), "kwargs": {}, "family": "act_cam"}
+    rates = second_run({"act_cam_2": spec}, tmp_path, per_split=1, workers=0)
+    assert {split: rates["act_cam_2"][split]["trials"] for split in ("id", "ood")} == {"id": 1, "ood": 1}
+    assert (tmp_path / "second_run" / "act_cam_2.json").is_file()
 
 
 def test_image_stats_are_the_frames_own_per_channel_mean_and_std():
