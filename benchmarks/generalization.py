@@ -106,6 +106,12 @@ Usage:
         # frames drawn from the state head's state (--frames=head): the poses-ignored run reads each start's
         # cube from its first frame, so a head without cameras ranks it too; with the grasp rules'
         # coverage head: --world_models outputs/coverage/head_takes --out .../generalization_camera_takes.json
+    python benchmarks/generalization.py --families act_cam,act_cam_small --per_split 10 --samples 1 \
+        --workers 2 --output_dir outputs/bench/generalization_act_cam \
+        --world_models assets/world_model_small --out benchmarks/results/generalization_act_cam.json
+        # learned camera-only policies (bash benchmarks/camera_act.sh first) on the video path;
+        # with --frames head --world_models outputs/coverage/head_pushes (its appearance copied from
+        # assets/world_model_small) --out benchmarks/results/generalization_act_cam_head.json
     python benchmarks/generalization.py --families scripted --world_models ... --out /tmp/tuning.json
 """
 
