@@ -162,7 +162,8 @@ class ChunkData:
         self.frames = torch.nonzero(keep).view(-1)  # indices a batch may start from
         self.num_episodes = int(episode[self.frames].unique().numel())
         self.cols, self.ends, self.chunk_size, self.tabular = cols, ends, cfg.chunk_size, tabular
-        self.images = _decode_views(root, cfg, episode[self.frames].unique().tolist()) if cfg.cameras else {}
+        kept = episode[self.frames].unique().tolist()
+        self.images = _decode_views(root, cfg, kept, self.dataset.meta.fps) if cfg.cameras else {}
 
     def batch(self, frames: torch.Tensor) -> dict[str, torch.Tensor]:
         """Observations at `frames` (B,) and the next `chunk_size` actions, padded past episode ends."""
@@ -184,10 +185,9 @@ class ChunkData:
         return self.batch(self.frames[pick])
 
 
-def _decode_views(root: str, cfg: ZooConfig, episodes: list[int]) -> dict[str, torch.Tensor]:
+def _decode_views(root: str, cfg: ZooConfig, episodes: list[int], fps: int) -> dict[str, torch.Tensor]:
     """`observation.images.<cam>` -> (F, 3, H, W) uint8: every `start_every`-th frame of `episodes`, in
-    order (the order of `ChunkData.frames`)."""
-    fps = LeRobotDataset(cfg.repo_id, root=root).meta.fps
+    order (the order of `ChunkData.frames`); `fps`: the recording's."""
     clips = ClipDataset(ClipConfig(
         root=root, repo_id=cfg.repo_id, cameras=tuple(cfg.cameras), frame_rate=fps // cfg.start_every,
         future_frames=1, context_frames=1, episodes=tuple(episodes),
@@ -212,7 +212,7 @@ def make_policy(
         # -> -1..1), not mean/std: a few cubes knocked off the table (z down to -84 m) make the std of z
         # 2.2 m, which would squash every real cube height into a few hundredths.
         normalization_mapping={
-            "VISUAL": NormalizationMode.MEAN_STD,  # per channel, LeRobot's recorded image stats
+            "VISUAL": NormalizationMode.MEAN_STD,  # per channel, the frames' own stats (`image_stats`)
             "STATE": NormalizationMode.MEAN_STD,
             "ENV": NormalizationMode.QUANTILES,
             "ACTION": NormalizationMode.MEAN_STD,
