@@ -22,15 +22,15 @@ setup: $(STAMP)
 # (2 ID + 2 OOD episodes each, three views), replay them open-loop in the world model committed under
 # assets/ (trained by benchmarks/train_small.py), evaluate each policy closed-loop in it from its logs'
 # episode starts, rank the policies against the logs, and write the HTML report; then rank them again on the
-# state path of assets/world_model_blind (a state head that reads no cameras, made by
-# benchmarks/state_only.sh), which ranks them right, in seconds. Last, two camera-only policies (the
-# held-out `camera` controller of benchmarks/families/, nominal and with its top camera believed 3.5 cm
-# off), which never read the cube's pose, are recorded and ranked on the video path: the path real ALOHA
-# policies need; and again with the frames drawn from the state head's state and the logged cube poses
-# ignored (read from the first frames). Re-running resumes.
+# state path of assets/world_model_coverage (a state head that reads no cameras, learned from coverage data,
+# made by `bash benchmarks/coverage.sh chosen`), in a minute. Last, two camera-only policies (the held-out
+# `camera` controller of benchmarks/families/, nominal and with its top camera believed 3.5 cm off), which
+# never read the cube's pose, are recorded and ranked on the video path: the path real ALOHA policies need;
+# and again with the frames drawn from the coverage head's state and the logged cube poses ignored (read
+# from the first frames). Re-running resumes.
 DEMO := outputs/demo
 WORLD_MODEL ?= assets/world_model_small
-STATE_MODEL ?= assets/world_model_blind
+STATE_MODEL ?= assets/world_model_coverage
 DEMO_POLICIES := nominal noisy sloppy
 demo: setup
 	for skill in $(DEMO_POLICIES); do \
@@ -50,12 +50,12 @@ demo: setup
 	done
 	PYTHONPATH=benchmarks $(BIN)/r2s2r-rank --checkpoint=$(WORLD_MODEL) --logs_dir=$(DEMO)/camera_logs \
 		--samples_per_start=2 --sampling_steps=1 --batch_size=8 --output_dir=$(DEMO)/rank_camera
-	PYTHONPATH=benchmarks $(BIN)/r2s2r-rank --checkpoint=$(WORLD_MODEL) --logs_dir=$(DEMO)/camera_logs \
+	PYTHONPATH=benchmarks $(BIN)/r2s2r-rank --checkpoint=$(STATE_MODEL) --logs_dir=$(DEMO)/camera_logs \
 		--samples_per_start=2 --frames=head --object_poses=false --batch_size=8 --output_dir=$(DEMO)/rank_camera_head
 	@echo "report (video path, $(WORLD_MODEL)): $(DEMO)/rank/report.html"
-	@echo "report (state path, $(STATE_MODEL), the one that ranks): $(DEMO)/rank_state/report.html"
+	@echo "report (state path, $(STATE_MODEL)): $(DEMO)/rank_state/report.html"
 	@echo "report (camera-only policies, video path, $(WORLD_MODEL)): $(DEMO)/rank_camera/report.html"
-	@echo "report (the same, frames drawn from the head's state, no object poses): $(DEMO)/rank_camera_head/report.html"
+	@echo "report (the same, frames drawn from $(STATE_MODEL)'s state, no object poses): $(DEMO)/rank_camera_head/report.html"
 
 test: setup
 	$(BIN)/pytest -q -m "not slow and not gpu"

@@ -12,26 +12,39 @@
 # held-out family.
 #   - recording: four datasets of 5,000 (seeds 1000-1003), two at a time, ~0.25 s of physics an episode;
 #     plus 200 held-out coverage episodes (seed 1100) for the refinement's before/after figures;
-#   - refinement: --head.steps steps each (HEAD_STEPS, default 6,000), both heads at once, about 35 minutes
-#     on 2 cores.
+#   - refinement: --head.steps steps each (HEAD_STEPS, default 6,000; 4,000 with `chosen`), both heads at
+#     once, about 35 minutes on 2 cores.
 # The rules are chosen on the tuning set (generalization.py --families scripted), and the heads are
 # reported on the held-out families (benchmarks/generalization.py, benchmarks/response_curves.py).
-# Usage: bash benchmarks/coverage.sh      (re-running resumes every recording and skips finished heads)
+# Usage: bash benchmarks/coverage.sh          every head above (hours; re-running resumes every recording and
+#                                              skips finished heads)
+#        bash benchmarks/coverage.sh chosen   only the recordings and the heads the chosen one, head_pushes, is
+#                                              built from (about 1.5 hours on 2 cores), then assets/world_model_coverage
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 MUJOCO_GL=${MUJOCO_GL:-egl} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # one torch thread: 2 spin-wait on a shared 2-core machine
 BIN=${BIN:-.venv/bin}
 D=outputs/coverage
-STEPS=${HEAD_STEPS:-6000}
 COVERAGE="r2s2r.robots.perturbations:make_coverage_demonstrator"
+CHOSEN=${1:-}
+case "$CHOSEN" in ""|chosen) ;; *) echo "coverage.sh: error: unknown argument '$CHOSEN' (none, or 'chosen')" >&2; exit 2;; esac
+# head_approach, which every head after it starts from, was refined for 4,000 steps (HEAD_STEPS=4000): the
+# chosen head's line takes that by default
+STEPS=${HEAD_STEPS:-$([ "$CHOSEN" = chosen ] && echo 4000 || echo 6000)}
+WORKERS=1
 record() {  # record <root> <episodes> <seed> [more coverage ranges, e.g. "kinds: [approach]"]
-  $BIN/r2s2r-record --root=$1 --num_episodes=$2 --distribution=mixed --seed=$3 --workers=1 \
+  # (episode i is a function of the seed and i alone: the worker count changes no dataset)
+  $BIN/r2s2r-record --root=$1 --num_episodes=$2 --distribution=mixed --seed=$3 --workers=$WORKERS \
     --world.cameras='[]' --world.num_envs=25 --policy.path=$COVERAGE --policy.kwargs="{seed: $3${4:+, $4}}"
 }
 (record $D/part0 5000 1000 && record $D/part2 5000 1002) &
 (record $D/part1 5000 1001 && record $D/part3 5000 1003) &
 wait
+WORKERS=2
 record $D/heldout 200 1100
+# Wider grasp approaches: 5,000 episodes of the `approach` kind (grasp yaw, pitch from level to straight
+# down, roll of the fingers) and grasp offsets, alone or together; for head_approach and the heads after it.
+record $D/part4 5000 1004 "kinds: [approach, grasp], clean: 0.0, single: 0.5, rate: 0.7"
 DATA="[$D/part0,$D/part1,$D/part2,$D/part3]"
 refine() {  # refine <name> [flags]
   local out=$D/head_$1
@@ -46,6 +59,7 @@ arm_targets() {  # the arms end each imagined frame at their commanded target: a
   $BIN/python -c 'import sys; from r2s2r.model.configuration_world_model import WorldModelConfig as C
 c = C.load(sys.argv[1]); c.head.arm_targets = True; c.head.falls = len(sys.argv) > 2; c.save(sys.argv[1])' "$@"
 }
+if [ -z "$CHOSEN" ]; then
 refine plain &  # the two heads train side by side, one core (one torch thread) each
 if [ ! -f $D/head_rules/refine.json ]; then
   refine rules --still_mode=true --holds=true
@@ -73,10 +87,9 @@ if [ ! -f $D/head_contact_noholds/refine.json ]; then
 c = C.load(sys.argv[1]); c.head.holds = False; c.save(sys.argv[1])' $D/head_contact_noholds.tmp
   mv $D/head_contact_noholds.tmp $D/head_contact_noholds
 fi
-# Wider grasp approaches: 5,000 episodes of the `approach` kind (grasp yaw, pitch from level to straight
-# down, roll of the fingers) and grasp offsets, alone or together; a pads head refined on all 25,000 with
-# the stop rule on (head.stops: a closing gripper stops where its pads meet the cube).
-record $D/part4 5000 1004 "kinds: [approach, grasp], clean: 0.0, single: 0.5, rate: 0.7"
+fi  # (the heads above are not in head_pushes' line)
+# A pads head refined on all 25,000 with the stop rule on (head.stops: a closing gripper stops where its
+# pads meet the cube).
 if [ ! -f $D/head_approach/refine.json ]; then
   DATA="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]"
   refine approach --still_mode=true --holds=true --contact=true --pads=true --stops=true
@@ -111,6 +124,7 @@ for rule in sys.argv[2:]:
 c.save(sys.argv[1])' $out.tmp "$@"
   mv $out.tmp $out
 }
+if [ -z "$CHOSEN" ]; then  # the heads from here to head_substeps are not in head_pushes' line
 rules balance balance
 rules held balance pad_holds held_success
 rules takes balance pad_holds held_success takes
@@ -154,6 +168,7 @@ if [ ! -f $D/head_substeps/refine.json ]; then
     --substeps=true --max_episodes=1000 --data="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]" \
     --output_dir=$D/head_substeps
 fi
+fi
 # head_substeps with pushes (head.pushes: a finger moving into a cube resting on the table, not closing on
 # it, pushes it out of its way along the table, step by step; no weights): head_pushes. The same weights,
 # tracking, odds and servo fit as head_substeps.
@@ -163,4 +178,21 @@ if [ ! -f $D/head_pushes/refine.json ]; then
     --balance=true --pad_holds=true --held_success=true --takes=true --odds_doubt=true --doubt=true \
     --substeps=true --pushes=true --max_episodes=1000 --data="[$D/part0,$D/part1,$D/part2,$D/part3,$D/part4]" \
     --output_dir=$D/head_pushes
+fi
+# The chosen head as a committed asset: head_pushes with the appearance of assets/world_model_small (for
+# frames drawn from its state, --frames=head). The video model's and judge's weight matrices go back to the
+# float16 they were loaded from (exactly); the refined head stays float32, as it was measured.
+if [ "$CHOSEN" = chosen ]; then
+  A=assets/world_model_coverage
+  rm -rf $A.tmp && mkdir -p $A.tmp
+  $BIN/python - $D/head_pushes/model.safetensors $A.tmp/model.safetensors <<'PY'
+import sys
+from safetensors.torch import load_file, save_file
+tensors = load_file(sys.argv[1])
+tensors = {k: v.half() if v.dim() >= 2 and not k.startswith("state_head.") else v for k, v in tensors.items()}
+save_file(tensors, sys.argv[2], metadata={"format": "pt", "library": "r2s2r"})
+PY
+  cp $D/head_pushes/{config.json,provenance.json} assets/world_model_small/appearance.* $A.tmp/
+  [ -f $A/README.md ] && cp $A/README.md $A.tmp/
+  rm -rf $A && mv $A.tmp $A
 fi

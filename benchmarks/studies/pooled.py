@@ -12,6 +12,8 @@ episodes are the same as another's there, e.g. `head_odds`, which changes only t
 Usage:
     python benchmarks/studies/pooled.py --heads "head_substeps;head_pushes" \
         --out benchmarks/results/archive/pooled_pushes.json
+    python benchmarks/studies/pooled.py --heads "world_model_blind;head_pushes" \
+        --out benchmarks/results/archive/pooled_blind_coverage.json   # the two committed state heads
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ RUNS = (  # the ranked families, by the JSON that holds them
     "generalization_stall.json",
     "generalization_overlap.json",
     "generalization_table.json",
+    "generalization_nudge.json",
 )
 
 
