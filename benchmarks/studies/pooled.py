@@ -3,8 +3,8 @@
 `benchmarks/generalization.py` writes one JSON per run (a family or two at a time, several heads each).
 This reads those JSONs, takes each head's real and imagined success of every policy it was ranked on, and
 gives the ranking statistics over all of them together (Spearman, Pearson, MMRV, pairwise accuracy, MAE,
-calibration slope; ID and OOD), with the number of policies. A head is given as `NAME` or as
-`NAME=OTHER,...`: where a run has no NAME, the first OTHER it has stands in (for a head whose imagined
+calibration slope; ID and OOD), with the number of policies and what each family was kept out of (the
+runs' `kept_out_of`). A head is given as `NAME` or as `NAME=OTHER,...`: where a run has no NAME, the first OTHER it has stands in (for a head whose imagined
 episodes are the same as another's there, e.g. `head_odds`, which changes only the uncertainty of
 `head_takes`). Only policies every compared head was ranked on are pooled. Writes --out
 (benchmarks/results/archive/pooled.json unless given).
@@ -103,10 +103,13 @@ def main() -> None:
     families = sorted({found[next(iter(found))][p]["family"] for p in common})
     title = f"{len(common)} policies of {', '.join(families)}, pooled"
     print_table(title, ["head", "split", "n", "Spearman", "MMRV", "pairwise", "MAE"], rows)
+    kept_out_of = {
+        f: run["kept_out_of"][f] for run in runs for f in run.get("kept_out_of", {}) if f in families
+    }
     write_json(
         args.out,
         {"machine": machine_info(), "runs": args.runs.split(","), "families": families, "policies": common}
-        | {"heads": figures},
+        | {"kept_out_of": kept_out_of, "heads": figures},
     )
 
 
