@@ -4,10 +4,10 @@
 This reads those JSONs, takes each head's real and imagined success of every policy it was ranked on, and
 gives the ranking statistics over all of them together (Spearman, Pearson, MMRV, pairwise accuracy, MAE,
 calibration slope; ID and OOD), with the number of policies and what each family was kept out of (the
-runs' `kept_out_of`). A head is given as `NAME` or as `NAME=OTHER,...`: where a run has no NAME, the first OTHER it has stands in (for a head whose imagined
-episodes are the same as another's there, e.g. `head_odds`, which changes only the uncertainty of
-`head_takes`). Only policies every compared head was ranked on are pooled. Writes --out
-(benchmarks/results/archive/pooled.json unless given).
+runs' `kept_out_of`). A head is given as `NAME` or as `NAME=OTHER,...`: where a run has no NAME, the first
+OTHER it has stands in (for a head whose imagined episodes are the same as another's there, e.g.
+`head_odds`, which changes only the uncertainty of `head_takes`). Only policies every compared head was
+ranked on are pooled. Writes --out (benchmarks/results/archive/pooled.json unless given).
 
 Usage:
     python benchmarks/studies/pooled.py --heads "head_substeps;head_pushes" \

@@ -154,6 +154,27 @@ def test_failing_policy_leaves_dataset_at_last_complete_batch(tmp_path, mode, me
     assert not (root / "images").exists()  # no half-written frames left behind
 
 
+def test_physics_fault_ends_only_its_episode_as_a_failure(tmp_path):
+    """A world that goes unstable under one episode is stopped there; the batch and the dataset go on."""
+    root = tmp_path / "ds"
+    cfg = tiny_record_config(root, seed=SEED)
+    x = [initial_pose(cfg.world, cfg.distribution, cfg.seed, i)[0][0] for i in range(4)]
+    kwargs = {"mode": "unstable", "at_step": 5, "x_above": (max(x[:2]) + max(x[2:])) / 2}
+    make = dict(policy_path="helpers.policies:make_faulty", policy_kwargs=kwargs, seed=SEED)
+    summary = record(tiny_record_config(root, num_episodes=4, **make))
+    assert summary.num_episodes == 4
+    stopped = {e["episode_index"]: e.get("physics_stopped_at") for e in summary.episodes}
+    bad = [i for i in range(4) if x[i] > kwargs["x_above"]]
+    assert bad and stopped == {i: (5 if i in bad else None) for i in range(4)}
+    assert not any(summary.episodes[i]["success"] for i in bad)
+    ds, table = _columns(root)
+    assert ds.num_episodes == 4 and len(table["index"]) == 4 * EPISODE_LENGTH
+    for i in bad:  # held where the fault found it: the observed state stops changing after step 5
+        state = table["observation.state"][table["episode_index"] == i]
+        np.testing.assert_array_equal(state[7:], np.broadcast_to(state[6], state[7:].shape))
+        assert np.abs(np.diff(state[:6], axis=0)).max() > 0  # it moved before
+
+
 def test_killed_write_is_rolled_back_on_resume(tmp_path):
     """What a process killed while writing a batch leaves behind is removed before recording goes on."""
     root = tmp_path / "ds"

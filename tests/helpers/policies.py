@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 
@@ -50,6 +51,12 @@ class Faulty(Reach):
             return action
         if self.mode == "shape":
             return action[:, :7]
+        if self.mode == "unstable":  # fault injection: the recorder's own world blows up in the bad envs
+            from r2s2r.data.recorder import _WORKER
+
+            for i in np.nonzero(self.bad.numpy())[0]:
+                _WORKER["world"].physics[i].data.qvel[:] = 1e12  # MuJoCo's mjWARN_BADQVEL on the next step
+            return action
         raise ValueError(f"unknown mode {self.mode}")
 
 

@@ -94,6 +94,33 @@ def test_lockstep_envs_are_independent_and_seeded():
     assert (result.reward == 0).all() and not result.success.any()
 
 
+def test_a_physics_fault_stops_only_its_env():
+    poses = sample_object_poses("transfer_cube", "id", np.random.default_rng(2), 1).repeat(2, axis=0)
+    action = np.array([[0, -0.96, 1.16, 0, -0.3, 0, 1.0, 0.3, -0.6, 0.9, 0, -0.2, 0.1, 0.5]] * 2)
+    with AlohaWorld(WorldConfig(num_envs=2, cameras=("top",), image_height=16, image_width=16)) as world:
+        world.reset(poses, render=False)
+        for _ in range(3):
+            world.step(action, render=False)
+        before = world.state()[1].copy()
+        world.physics[1].data.qvel[:] = 1e12  # what a violent contact leaves: MuJoCo's unstable-state warning
+        results = [world.step(action) for _ in range(4)]
+        np.testing.assert_array_equal(results[0].info["stopped"], [False, True])
+        for r in results:  # env 1 is held where the fault found it, scoring 0; env 0 goes on moving
+            np.testing.assert_array_equal(r.observation["observation.state"][1], before)
+            assert r.reward[1] == 0
+            top = r.observation["observation.images.top"]
+            np.testing.assert_array_equal(top[1], results[0].observation["observation.images.top"][1])
+        assert not np.array_equal(
+            results[0].observation["observation.state"][0], results[-1].observation["observation.state"][0]
+        )
+        world.reset(poses, render=False)  # a reset clears the stop
+        after = world.step(action, render=False)
+        np.testing.assert_array_equal(after.info["stopped"], [False, False])
+        np.testing.assert_array_equal(
+            after.observation["observation.state"][0], after.observation["observation.state"][1]
+        )
+
+
 def test_world_rejects_bad_input():
     with pytest.raises(ValueError, match=r"Unknown camera\(s\) \['wrist'\]"):
         AlohaWorld(WorldConfig(num_envs=1, cameras=("wrist",)))

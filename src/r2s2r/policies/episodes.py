@@ -15,6 +15,7 @@ reference-world evaluation and RL's deployment check all play their episodes thr
 | `success`      | (B, T)     | the task's success after each step                                |
 | `frames`       | B x T dict | LeRobot frames (observation, action, next.*), only with keep_frames |
 | `policy_labels`| B dicts    | what the policy says of each episode (`episode_labels()`), or None |
+| `stopped_at`   | (B,)       | the step a physics fault stopped each env at (-1: none), ALOHA's e-stop |
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ def play_batch(
     policy.reset()
     B = len(poses)
     reward, success = np.zeros((B, steps), np.float32), np.zeros((B, steps), bool)
+    stopped_at = np.full(B, -1)  # the step at which the world stopped an env on a physics fault
     frames: list[list[dict]] = [[] for _ in range(B)]
     for t in range(steps):
         try:
@@ -99,6 +101,7 @@ def play_batch(
         action = check_action(raw_action, B, world.spec.action_dim, policy_name, episodes)
         result = world.step(action, render=render_every > 0 and (t + 1) % render_every == 0)
         reward[:, t], success[:, t] = result.reward, result.success
+        stopped_at[(stopped_at < 0) & result.info.get("stopped", np.zeros(B, bool))] = t
         if keep_frames:
             for b in range(B):
                 frames[b].append({
@@ -112,7 +115,7 @@ def play_batch(
     labels = policy.episode_labels() if hasattr(policy, "episode_labels") else None
     return {
         "reward": reward, "success": success, "frames": frames if keep_frames else None,
-        "policy_labels": labels,
+        "policy_labels": labels, "stopped_at": stopped_at,
     }  # fmt: skip
 
 
@@ -141,6 +144,7 @@ def play_episodes(
         "success": played["success"][:n],
         "frames": played["frames"][:n] if keep_frames else None,
         "policy_labels": played["policy_labels"][:n] if played["policy_labels"] is not None else None,
+        "stopped_at": played["stopped_at"][:n],
     }
 
 
@@ -173,7 +177,9 @@ def label_episode(
 
 def batch_labels(batch: EpisodeBatch, played: dict[str, Any]) -> list[dict]:
     """`label_episode` for every episode of a played batch, with what the policy says of it (e.g. the
-    perturbation a coverage demonstrator drew) as `perturbation`."""
+    perturbation a coverage demonstrator drew) as `perturbation`, and the step at which a physics fault
+    stopped it, if one did, as `physics_stopped_at` (it scores 0 from there on: a failure unless it had
+    already succeeded)."""
     labels = []
     for b, ep in enumerate(batch.indices):
         labels.append(
@@ -181,6 +187,8 @@ def batch_labels(batch: EpisodeBatch, played: dict[str, Any]) -> list[dict]:
         )
         if played.get("policy_labels") is not None:
             labels[-1]["perturbation"] = played["policy_labels"][b]
+        if played.get("stopped_at") is not None and played["stopped_at"][b] >= 0:
+            labels[-1]["physics_stopped_at"] = int(played["stopped_at"][b])
     return labels
 
 

@@ -11,6 +11,7 @@ The world model never imports this module: it only sees what the recorder writes
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 
@@ -30,6 +31,7 @@ except ImportError:  # CPU-only torch builds ship without triton: nothing to pre
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 from dm_control import mujoco as dm_mujoco  # noqa: E402
+from dm_control.rl.control import PhysicsError  # noqa: E402
 from gym_aloha import constants as aloha_constants  # noqa: E402
 from gym_aloha.tasks import sim as aloha_sim  # noqa: E402
 
@@ -51,6 +53,7 @@ ID_BOXES = {
     "insertion": [((0.1, 0.2), (0.4, 0.6)), ((-0.2, -0.1), (0.4, 0.6))],  # peg, socket
 }
 OBJECT_Z = 0.05
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -157,11 +160,15 @@ class StepResult:
     observation: dict[str, np.ndarray]  # `observation.images.<cam>` (B,H,W,3) uint8, state (B,14) ...
     reward: np.ndarray  # (B,) staged task reward, 0..max_reward
     success: np.ndarray  # (B,) bool, reward == max_reward at this step
-    info: dict = field(default_factory=dict)
+    info: dict = field(default_factory=dict)  # "t"; "stopped" (B,) bool: envs halted by a physics fault
 
 
 class AlohaWorld:
     """Several gym-aloha physics instances stepped in lockstep, rendered offscreen.
+
+    An env whose physics goes unstable (MuJoCo's NaN / huge-acceleration warnings, e.g. under a policy's
+    violent commands) is stopped the way a robot's e-stop would: rolled back to its last valid state and
+    held there, reward 0, until the next reset; the other envs of the batch go on.
 
     Example:
         world = AlohaWorld(WorldConfig(num_envs=4))
@@ -180,6 +187,7 @@ class AlohaWorld:
         self.n_substeps = int(round(aloha_constants.DT / self.physics[0].model.opt.timestep))
         self._renderer: mujoco.Renderer | None = None
         self._t = 0
+        self._stopped = np.zeros(cfg.num_envs, dtype=bool)
 
     @staticmethod
     def spec_for(cfg: WorldConfig) -> EmbodimentSpec:
@@ -254,6 +262,7 @@ class AlohaWorld:
             task.initialize_episode(physics)
         aloha_sim.BOX_POSE[0] = None
         self._t = 0
+        self._stopped[:] = False
         return self.observe(render)
 
     def step(self, actions: np.ndarray, render: bool = True) -> StepResult:
@@ -265,13 +274,27 @@ class AlohaWorld:
         )
         rewards = np.zeros(self.cfg.num_envs)
         for i, (physics, task) in enumerate(zip(self.physics, self.tasks, strict=True)):
-            # What dm_control's control.Environment.step does, minus the observation it would render.
-            task.before_step(actions[i], physics)
+            if not self._stopped[i] and self._step_one(i, physics, task, actions[i]):
+                rewards[i] = task.get_reward(physics)
+        self._t += 1
+        info = {"t": self._t, "stopped": self._stopped.copy()}
+        return StepResult(self.observe(render), rewards, rewards >= self.max_reward, info)
+
+    def _step_one(self, i: int, physics: dm_mujoco.Physics, task, action: np.ndarray) -> bool:
+        """What dm_control's control.Environment.step does for env `i`, minus the observation it would
+        render; on a physics fault the env is rolled back, stopped, and False returned."""
+        state = physics.get_state()
+        try:
+            task.before_step(action, physics)
             physics.step(self.n_substeps)
             task.after_step(physics)
-            rewards[i] = task.get_reward(physics)
-        self._t += 1
-        return StepResult(self.observe(render), rewards, rewards >= self.max_reward, {"t": self._t})
+            return True
+        except PhysicsError as e:
+            with physics.reset_context():
+                physics.set_state(state)
+            self._stopped[i] = True
+            log.warning("env %d stopped at step %d, its episode ends as a failure: %s", i, self._t + 1, e)
+            return False
 
     def close(self) -> None:
         if self._renderer is not None:
