@@ -12,7 +12,7 @@ from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from conftest import EPISODE_LENGTH, tiny_record_config
 from r2s2r.data.commit import COMMIT_FILE
-from r2s2r.data.recorder import evaluate, record
+from r2s2r.data.recorder import evaluate, record, summary_text
 from r2s2r.policies.episodes import initial_pose, play_batch
 from r2s2r.policies.policy import load_policy
 from r2s2r.robots.aloha import AlohaWorld, in_id_box
@@ -167,6 +167,10 @@ def test_physics_fault_ends_only_its_episode_as_a_failure(tmp_path):
     bad = [i for i in range(4) if x[i] > kwargs["x_above"]]
     assert bad and stopped == {i: (5 if i in bad else None) for i in range(4)}
     assert not any(summary.episodes[i]["success"] for i in bad)
+    assert summary_text(summary).endswith(
+        f"; {len(bad)} stopped by a physics fault, labelled physics_stopped_at (episodes "
+        f"{', '.join(map(str, bad))})"
+    )
     ds, table = _columns(root)
     assert ds.num_episodes == 4 and len(table["index"]) == 4 * EPISODE_LENGTH
     for i in bad:  # held where the fault found it: the observed state stops changing after step 5

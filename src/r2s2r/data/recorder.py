@@ -386,7 +386,8 @@ def evaluate(cfg: RecordConfig, render: bool = False) -> list[dict]:
 
 
 def summary_text(summary: RecordSummary) -> str:
-    """One line: where, how many episodes, and success per ID/OOD (any step / still held at the end)."""
+    """One line: where, how many episodes, success per ID/OOD (any step / still held at the end), and the
+    episodes a physics fault stopped, if any."""
     by_dist: dict[str, list[dict]] = {}
     for e in summary.episodes:
         by_dist.setdefault(e["distribution"], []).append(e)
@@ -395,7 +396,14 @@ def summary_text(summary: RecordSummary) -> str:
         f"({sum(e['success_at_end'] for e in v)} held at the end)"
         for d, v in sorted(by_dist.items())
     )
+    stopped = [e["episode_index"] for e in summary.episodes if "physics_stopped_at" in e]
+    faults = (
+        f"; {len(stopped)} stopped by a physics fault, labelled physics_stopped_at (episodes "
+        f"{', '.join(map(str, stopped[:10]))}{' ...' if len(stopped) > 10 else ''})"
+        if stopped
+        else ""
+    )
     return (
         f"{summary.root}: {summary.num_episodes} episodes "
-        f"({summary.new_episodes} new, {summary.seconds:.1f} s); {rates}"
+        f"({summary.new_episodes} new, {summary.seconds:.1f} s); {rates}{faults}"
     )
