@@ -15,10 +15,19 @@ The realistic case, end to end:
 
 Every stage resumes: recordings and imagined evaluations continue where they stopped.
 
+`--camera` ranks camera-only policies instead, on the video path alone: the `camera` family of
+`benchmarks/families/camera.py` (10 controllers that find the cube in the top image and never read its
+pose, written apart from the model), logged and re-run exactly as `benchmarks/generalization.py` does
+(same seeds: its logs are reused when `--output_dir` is its own), against a second real run, with the
+imagined episodes per minute. `--frames head` draws the imagined frames from the state head's state.
+
 Usage:
     python benchmarks/rank.py                               # 50 + 50 logged episodes per policy (hours)
     python benchmarks/rank.py --per_split 10 --samples 10   # the CPU-sized run
     python benchmarks/rank.py --state_only --world_model DIR  # state-only logs, state-head path (minutes)
+    python benchmarks/rank.py --camera --frames head --per_split 5 --floor_per_split 5 \
+        --world_model assets/world_model_coverage --output_dir outputs/bench/generalization \
+        --out benchmarks/results/rank_camera.json   # camera-only policies, video path (~30 min on 2 cores)
 """
 
 from __future__ import annotations
@@ -79,6 +88,36 @@ def record_logs(policies: dict, out: Path, per_split: int, workers: int, state_o
         summary = record(cfg)
         print(f"logs {name}: {summary.successes}/{summary.num_episodes} succeeded", flush=True)
     return time.perf_counter() - start
+
+
+def camera_zoo(out: Path, args) -> tuple[dict, dict, float, float]:
+    """The `camera` family, its logs (under out/logs/camera/) and its second real run, made by
+    generalization.py's own helpers and seeds: (policies, floor rates, logs seconds, floor seconds)."""
+    from generalization import held_out_zoo
+    from generalization import record_logs as record_family
+    from generalization import second_run as family_second_run
+
+    policies = held_out_zoo(("camera",))
+    start = time.perf_counter()
+    record_family(policies, out, args.per_split, args.workers)
+    record_s, start = time.perf_counter() - start, time.perf_counter()
+    floor_rates = family_second_run(policies, out, args.floor_per_split, args.workers)
+    return policies, floor_rates, record_s, time.perf_counter() - start
+
+
+def cached_second_run(out: Path, policies: dict, per_split: int) -> tuple[dict[str, dict], float]:
+    """`second_run`, kept in out/second_run.json for re-runs of the ranking (the same seeds give the same
+    run): (rates, the seconds the run took)."""
+    start = time.perf_counter()
+    floor_file = out / "second_run.json"
+    key = {"policies": policies, "per_split": per_split}
+    cached = json.loads(floor_file.read_text()) if floor_file.is_file() else {}
+    if cached.get("key") == json.loads(json.dumps(key)):
+        return cached["rates"], cached["seconds"]
+    rates = second_run(policies, per_split)
+    seconds = time.perf_counter() - start
+    floor_file.write_text(json.dumps({"key": key, "rates": rates, "seconds": seconds}))
+    return rates, seconds
 
 
 def second_run(policies: dict, per_split: int) -> dict[str, dict]:
@@ -154,40 +193,51 @@ def main() -> None:
         "needs a world model whose head reads no cameras (r2s2r-refine-head --cameras=false)",
     )  # fmt: skip
     parser.add_argument(
-        "--out", default=str(Path(__file__).parent / "results" / "rank.json"), help="where the JSON goes"
+        "--camera", action="store_true",
+        help="rank the camera-only `camera` family instead, on the video path only (see above)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--frames", default="video", choices=("video", "head"),
+        help="video path: frames sampled by the video model, or drawn from the state head's state",
+    )  # fmt: skip
+    parser.add_argument(
+        "--out", default=None, help="where the JSON goes (results/rank.json, rank_camera.json)"
     )
     args = parser.parse_args()
+    name = "rank_camera.json" if args.camera else "rank.json"
+    args.out = args.out or str(Path(__file__).parent / "results" / name)
+    if args.camera and (args.state_only or args.video_samples < 1):
+        sys.exit(
+            "--camera ranks rendered logs on the video path: drop --state_only, keep --video_samples >= 1"
+        )
     if args.state_only:
         args.video_samples = 0  # no frames in the logs to start the video model from
     out = Path(args.output_dir)
-    policies = zoo(Path(args.act_dir), [int(s) for s in args.act_steps.split(",")])
     out.mkdir(parents=True, exist_ok=True)
-    (out / "zoo.json").write_text(json.dumps(policies, indent=1))
-    record_s = record_logs(policies, out, args.per_split, args.workers, args.state_only)
-
-    start = time.perf_counter()
-    floor_file = out / "second_run.json"  # the same seeds give the same run: kept for re-runs of the ranking
-    key = {"policies": policies, "per_split": args.floor_per_split}
-    cached = json.loads(floor_file.read_text()) if floor_file.is_file() else {}
-    if cached.get("key") == json.loads(json.dumps(key)):
-        floor_rates, floor_s = cached["rates"], cached["seconds"]
+    if args.camera:
+        policies, floor_rates, record_s, floor_s = camera_zoo(out, args)
+        logs, manifest, ranked_in = out / "logs" / "camera", out / "zoo" / "camera.json", out / "rank_py"
     else:
-        floor_rates = second_run(policies, args.floor_per_split)
-        floor_s = time.perf_counter() - start
-        floor_file.write_text(json.dumps({"key": key, "rates": floor_rates, "seconds": floor_s}))
+        policies = zoo(Path(args.act_dir), [int(s) for s in args.act_steps.split(",")])
+        logs, manifest, ranked_in = out / "logs", out / "zoo.json", out
+        record_s = record_logs(policies, out, args.per_split, args.workers, args.state_only)
+        floor_rates, floor_s = cached_second_run(out, policies, args.floor_per_split)
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    manifest.write_text(json.dumps(policies, indent=1))
 
     results = {}
-    paths = [("state_head", False, args.samples)] + (
+    paths = [("state_head", False, args.samples)] * (not args.camera) + (
         [("video", True, args.video_samples)] * bool(args.video_samples)
     )
     for label, render, samples in paths:
         start = time.perf_counter()
         payload = rank(
             RankConfig(
-                checkpoint=args.world_model, logs_dir=str(out / "logs"), policies=str(out / "zoo.json"),
-                samples_per_start=samples, render=render, batch_size=20, workers=args.workers,
-                sampling_steps=args.sampling_steps if render else 0,
-                output_dir=str(out / label), videos=2 if render else 0, seed=args.seed,
+                checkpoint=args.world_model, logs_dir=str(logs), policies=str(manifest),
+                samples_per_start=samples, render=render, batch_size=20 if not args.camera else 16,
+                workers=args.workers, sampling_steps=args.sampling_steps if render else 0,
+                output_dir=str(ranked_in / label), videos=2 if render else 0, seed=args.seed,
+                frames=args.frames if render else "video",
             )
         )  # fmt: skip
         seconds = time.perf_counter() - start
@@ -196,10 +246,10 @@ def main() -> None:
         real = {p["name"]: p["real"] for p in payload["policies"]}
         floor = ranking_metrics(real, {n: floor_rates[n] for n in real}, 2000, 0)
         payload["noise_floor"] = floor
-        (out / label / "rank.json").write_text(json.dumps(payload, indent=1))
+        (ranked_in / label / "rank.json").write_text(json.dumps(payload, indent=1))
         from r2s2r.eval.report import write_report
 
-        report = write_report(out / label / "rank.json")
+        report = write_report(ranked_in / label / "rank.json")
         episodes = sum(p["imagined"]["all"]["trials"] for p in payload["policies"])
         print_table(
             f"{label}: real / imagined success (%), {samples} imagined per logged start",
@@ -210,7 +260,10 @@ def main() -> None:
             ["split", "n", "Spearman", "Kendall", "Pearson", "MMRV", "pairwise", "pairs >=15pt", "MAE"],
             metric_rows(payload["metrics"], floor),
         )  # fmt: skip
-        print(f"{label}: {episodes} imagined episodes in {seconds:.0f} s; report {report}")
+        print(
+            f"{label}: {episodes} imagined episodes in {seconds:.0f} s "
+            f"({60 * episodes / seconds:.1f} a minute); report {report}"
+        )
         results[label] = {
             "seconds": seconds,
             "imagined_episodes": episodes,
@@ -230,10 +283,23 @@ def main() -> None:
             "record_logs_s": record_s,
             "second_run_s": floor_s,
             "zoo": policies,
+            "kept_out_of": kept_out_of(args.camera),
             "results": results,
             "targets": {"spearman": 0.9, "pairwise_accuracy": 0.9, "calibration_mae_points": 10},
         },
     )
+
+
+def kept_out_of(camera: bool) -> dict[str, str]:
+    """What each ranked family was kept out of (generalization.py's account for `camera`)."""
+    if camera:
+        from generalization import KEPT_OUT_OF
+
+        return {"camera": KEPT_OUT_OF["camera"]}
+    return {
+        "scripted": "nothing: the models' data and the state head's rules came from these demonstrators",
+        "act": "nothing: other checkpoints of the same ACT run are in the state head's refinement data",
+    }
 
 
 if __name__ == "__main__":

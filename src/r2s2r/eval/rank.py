@@ -13,7 +13,8 @@ per-start outcomes with the initial object position, chosen videos; per split: P
 with bootstrap intervals, MMRV, pairwise ordering accuracy, calibration), the per-policy JSONL results
 (resumable), the videos, and `report.html` (`r2s2r-report`). With `noise_floor_dir`, a second real run of
 the same policies, the same statistics between the two real runs are given beside: the floor that a
-simulator judged against 50 + 50 real trials cannot be expected to beat.
+simulator judged against 50 + 50 real trials cannot be expected to beat. A model with a success map
+(`success_map.py`) also gets each policy's mapped rate and the statistics of the mapped rates.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from r2s2r.eval.imagined import (
     summarize,
 )
 from r2s2r.eval.ranking import compare
+from r2s2r.eval.success_map import SuccessMap, load_success_map, mapped_rates
 from r2s2r.files import atomic_write_text, read_json
 from r2s2r.model.configuration_world_model import WorldModelConfig
 from r2s2r.policies.policy import PolicyConfig
@@ -300,6 +302,18 @@ def _noise_floor(cfg: RankConfig, real: dict[str, dict]) -> dict | None:
     return ranking_metrics(real, second, cfg.n_boot, cfg.seed)
 
 
+def _mapped(success_map: SuccessMap | None, policies: list[dict], cfg: RankConfig) -> dict | None:
+    """With the model's success map: each policy's mapped rates (`imagined_mapped`, added in place) and
+    their ranking statistics against the logs, with what the map was fitted on."""
+    if success_map is None:
+        return None
+    for p in policies:
+        p["imagined_mapped"] = mapped_rates(p["imagined"], success_map)
+    real = {p["name"]: p["real"] for p in policies}
+    mapped = {p["name"]: p["imagined_mapped"] for p in policies}
+    return {"source": success_map.source, "metrics": ranking_metrics(real, mapped, cfg.n_boot, cfg.seed)}
+
+
 def _eval_config(cfg: RankConfig, entry: Entry, videos: tuple[int, ...]) -> ImaginedEvalConfig:
     """One policy's imagined evaluation from its own logs' episode starts."""
     return ImaginedEvalConfig(
@@ -324,6 +338,7 @@ def rank(cfg: RankConfig) -> dict:
     """Evaluate every checkpoint of `logs_dir` in imagination, compare with the logs, write rank.json."""
     out = Path(cfg.output_dir)
     check_start(WorldModelConfig.load(cfg.checkpoint), cfg.checkpoint, cfg.object_poses, frames=cfg.frames)
+    success_map = load_success_map(cfg.checkpoint)  # a broken one is refused before hours of imagining
     entries = discover(cfg)
     for e in entries:
         if e.error is None:
@@ -356,6 +371,7 @@ def rank(cfg: RankConfig) -> dict:
         "failed": [{"name": e.name, "error": e.error} for e in entries if e.error],
         "metrics": ranking_metrics(real, imagined, cfg.n_boot, cfg.seed),
         "noise_floor": _noise_floor(cfg, real),
+        "success_map": _mapped(success_map, policies, cfg),
     }
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "rank.json", json.dumps(payload, indent=1))

@@ -410,6 +410,29 @@ def _object_poses(results: dict) -> str:
     return f'<p id="object-poses"><b>Object poses:</b> {_e(note)}</p>' if note else ""
 
 
+def _success_map(results: dict, policies: list[dict]) -> str:
+    """With the model's success map: each policy's real, imagined and mapped rate (all episodes) and the
+    statistics of the mapped rates; nothing without one."""
+    found = results.get("success_map")
+    if not found:
+        return ""
+    pct = lambda v: "n/a" if v is None else f"{100 * v:.0f} %"  # noqa: E731
+    rows = "".join(
+        f'<tr><td class="name">{_e(p["name"])}</td><td>{pct(p["real"]["all"].get("rate"))}</td>'
+        f"<td>{pct(p['imagined']['all'].get('rate'))}</td>"
+        f"<td>{pct(p.get('imagined_mapped', {}).get('all', {}).get('rate'))}</td></tr>"
+        for p in policies
+    )
+    return (
+        "<h2>Mapped success</h2><p>The model's success map turns each imagined rate into the real rate such "
+        f"rates stood for on policy families it was fitted on: {_e(found.get('source', '?'))}. Monotone: "
+        "the order is kept, the levels change.</p>"
+        '<table id="success-map"><thead><tr><th class="name">policy</th><th>real</th><th>imagined</th>'
+        f"<th>mapped</th></tr></thead><tbody>{rows}</tbody></table>"
+        f'<div class="wide">{_metrics_table(found.get("metrics") or {}, None)}</div>'
+    )
+
+
 def write_report(rank_json: str | os.PathLike, output: str | os.PathLike | None = None) -> Path:
     """Write the self-contained HTML report of a ranking run.
 
@@ -437,6 +460,7 @@ def write_report(rank_json: str | os.PathLike, output: str | os.PathLike | None 
         "<h2>Ranking metrics</h2><p>World model vs hardware per split; the noise floor is the same "
         "statistic between two independent real runs, the best a simulator can be expected to reach.</p>",
         f'<div class="wide">{_metrics_table(results.get("metrics") or {}, results.get("noise_floor"))}</div>',
+        _success_map(results, policies),
         f"<h2>Real vs imagined success</h2><figure>{_scatter(policies, splits)}</figure>",
         *_response_curves(results),
         "<h2>Success by initial position</h2><p>Left: real outcome; right: fraction of imagined samples "
