@@ -37,6 +37,11 @@ success.
 |                 | along the table to its centre with closed fingers, re-reads it, grasps it    |
 |                 | top-down and lifts it; mid-air hand-over, the left slides in level from -x   |
 |                 | and pinches the top and bottom faces, then the right opens and backs off     |
+| `catch`         | joint-space keyframes, IK once per move, synchronised trapezoidal velocity;  |
+|                 | grasp from above leaning out for far cubes, cube turned level and square at  |
+|                 | a high hand-over; the right lets go first, the left waits open and level     |
+|                 | around/below it and closes on the falling cube when its predicted fall meets |
+|                 | the fingers                                                                  |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
