@@ -291,9 +291,10 @@ KEPT_OUT_OF = {
         "training_data": "checked against provenance.json",
         "design_decisions": "none: written in one sitting by another engineer after"
         " assets/world_model_coverage was committed, apart from the model, its results and analyses (told"
-        " not to read them), its settings tuned on real success only; its real logs were made first, then"
-        " the blind asset and assets/world_model_coverage were each ranked on it once; nothing was changed"
-        " after",
+        " not to read them), its settings tuned on real success only; its real logs and the blind asset's"
+        " ranking were made first; the coverage asset's success map was fitted on the other families"
+        " (studies/success_map.py) before assets/world_model_coverage was ranked on it, once; nothing was"
+        " changed after",
     },
     "act_cam": {
         "training_data": "checked against provenance.json",
