@@ -7,27 +7,15 @@ from MuJoCo's own kinematics of the recorded joint state, not from the family's.
 
 from __future__ import annotations
 
-import mujoco
 import numpy as np
 import pytest
+from test_families import _tcp
 
-from families.arm import load_model
 from families.catch import FAMILY_SETTINGS, CatchKnobs
 from families.measure import initial_poses, play
 
 FPS = 50
 CUBE_REST_Z = 0.02  # the cube's centre when it lies on the table
-
-
-def _tcp(episode: dict, side: str, step: int) -> np.ndarray:
-    """World position of one gripper's tool centre point (12.5 cm out along the gripper link's x axis) at
-    `step`, from MuJoCo's kinematics of the recorded joint state."""
-    model = load_model()
-    data = mujoco.MjData(model)
-    data.qpos[0:6], data.qpos[8:14] = episode["states"][step, :6], episode["states"][step, 7:13]
-    mujoco.mj_kinematics(model, data)
-    body = model.body(f"vx300s_{side}/gripper_link").id
-    return data.xpos[body] + data.xmat[body].reshape(3, 3) @ np.array([0.125, 0.0, 0.0])
 
 
 def _release(actions: np.ndarray) -> int:
