@@ -42,6 +42,10 @@ success.
 |                 | a high hand-over; the right lets go first, the left waits open and level     |
 |                 | around/below it and closes on the falling cube when its predicted fall meets |
 |                 | the fingers                                                                  |
+| `pivot`         | two rates: Cartesian setpoint solved by IK at 10 Hz, a 50 Hz joint spring-   |
+|                 | damper follows it; top-down grasp, the cube handed over tipped 45 degrees    |
+|                 | about the right's finger axis, the left comes down at 45 degrees toward +x   |
+|                 | and pinches the tipped top and bottom faces, after re-reading the cube pose  |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
