@@ -1494,3 +1494,91 @@ def test_pushes_move_a_resting_cube_out_of_the_way_of_the_fingers(clips):
     torch.testing.assert_close(
         obs["observation.environment_state"][0, [0, 2]], start_cube[[0, 2]], atol=2e-3, rtol=0
     )
+
+
+def test_drops_let_a_released_cube_fall_and_a_closing_gripper_catch_it(clips):
+    """`head.drops`: a cube held in mid-air by the right gripper (closed on it, square between its pads)
+    stays with it while the command squeezes and falls freely from rest from the control step the command
+    opens past the held opening: z - g/2 (n dt)^2 after n steps of fall (dt 0.02 s), straight down, and no
+    lower than its resting height. A cube let go 5 mm above the open left gripper's grasp point falls into
+    it: a left commanded shut catches it at the step its servo (0.05 a step from 1.0) reaches where its pads
+    meet the cube, and carries it from there; a left held open lets it fall through. The frame's end
+    (`step`) puts it where the control steps (`between`) do, whatever the hold rules would have said."""
+    from r2s2r.model.state_head import quat_matrix
+
+    with pytest.raises(ValueError, match="head.drops=True needs head.substeps=True and head.pad_holds=True"):
+        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, pads=True, drops=True))
+    rules = dict(still_mode=True, contact=True, pads=True, holds=True, pad_holds=True, arm_targets=True)
+    model = _model(clips, head={**rules, "reads_cameras": False, "substeps": True, "drops": True})
+    head, cfg = model.state_head, model.config
+    head.grip_servo.copy_(torch.tensor([0.5, 0.05, 0.1]))
+    fk, g, dt = head.fk, 9.81, 0.02
+    floor = float(fk.table_top + fk.object_rest)
+
+    def square_cube(state, gripper, lift=0.0):  # a cube at the gripper's grasp point, square to it
+        point, rot = fk(state[None])
+        q = torch.cat(
+            [
+                point[0, gripper] + torch.tensor([0.0, 0.0, lift]),
+                _quaternion(rot[0, gripper].double().numpy()),
+            ]
+        )
+        return q, float(head.stop_at(rot, quat_matrix(q[3:7])[None])[0, gripper])
+
+    start = torch.tensor(HOME)
+    cube, stop = square_cube(start, 1)
+    start[13] = stop  # the right closed on it
+    start[6] = 1.0  # the left wide open, far away
+    z0 = float(cube[2])
+    assert z0 - 0.2 > floor + 0.015 and float(cube[2]) > floor + 0.05  # in mid-air, high enough to fall 20 cm
+    targets = start.repeat(1, 10, 1)
+    targets[0, :, 13] = 0.0
+    targets[0, 3:, 13] = 1.0  # the command opens at step 3
+    position, catcher, holder, released = head._drop_path(start[None], cube[None], targets)
+    assert (int(holder), int(released), int(catcher)) == (1, 3, -1)
+    np.testing.assert_allclose(
+        position[0].numpy(), [*cube[:2].tolist(), z0 - g / 2 * (7 * dt) ** 2], atol=1e-5
+    )
+    head._carrier = torch.tensor([1])  # the last frame left it carried by the right
+    state, seen = start[None], []
+    for k in range(1, 11):
+        state, pose = head.between(start[None], cube[None], state, targets[:, :k])
+        seen.append(float(pose[0, 2]))
+    expected = [z0 - g / 2 * (max(k - 3, 0) * dt) ** 2 for k in range(1, 11)]
+    np.testing.assert_allclose(seen, expected, atol=1e-5)
+    never = targets.clone()
+    never[0, :, 13] = 0.0  # squeezed all along: carried, never dropped
+    assert int(head._drop_path(start[None], cube[None], never)[3]) == 10
+    np.testing.assert_allclose(
+        head._drop_path(start[None], cube[None], never)[0][0].numpy(), cube[:3], atol=1e-5
+    )
+
+    # falling into the left gripper's open fingers, 5 mm above its grasp point
+    start = torch.tensor(HOME)
+    start[6] = 0.75  # open round the cube (its pads meet it at 0.61), not on it
+    cube, stop = square_cube(start, 0, lift=0.005)
+    shut = start.repeat(1, 10, 1)
+    shut[0, :, 6] = 0.0
+    position, catcher, holder, released = head._drop_path(start[None], cube[None], shut)
+    m = int(np.ceil((0.75 - stop) / 0.05))  # the servo's step that reaches the pads: 3
+    caught_at = float(cube[2]) - g / 2 * (m * dt) ** 2
+    assert (int(holder), int(released), int(catcher), m) == (-1, 0, 0, 3)
+    assert float(position[0, 2]) == pytest.approx(caught_at, abs=1e-5)
+    kept_open = start.repeat(1, 10, 1)
+    position, catcher, _, _ = head._drop_path(start[None], cube[None], kept_open)
+    assert int(catcher) == -1
+    assert float(position[0, 2]) == pytest.approx(max(floor, float(cube[2]) - g / 2 * 0.2**2), abs=1e-5)
+
+    # the frame's end (the tiny model's frame: 5 control steps): caught at step 3 and carried by the left
+    latent = torch.cat(
+        [
+            torch.zeros(1, cfg.head.latent_dim),
+            model.norm("state", start)[None],
+            model.norm("env", cube)[None],
+        ],
+        -1,
+    )
+    with torch.no_grad():
+        nxt = head.step(latent, model.norm_chunks(shut[:, : cfg.frame_stride]), draw=torch.tensor([0.0]))
+    end = model.unnorm("env", head.decode(nxt)["env_state"][0, 0])
+    assert float(end[2]) == pytest.approx(caught_at, abs=1e-4) and int(head._carrier[0]) == 0

@@ -104,6 +104,11 @@ class StateHeadConfig:
     # table, control step by control step, between frames and at the frame's end; an object no finger
     # reaches moves as the free modes predict.
     pushes: bool = False
+    # With substeps and pad_holds, imagined steps (no weights): an object in mid-air that no gripper holds
+    # through the frame falls freely from the control step its holder's command opens past the holder's
+    # opening (at once if nothing held it), until the table stops it or a closing gripper's pads meet it
+    # round it (caught: carried from that step); between frames and at the frame's end alike.
+    drops: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.pose_modes <= 8:
@@ -144,6 +149,8 @@ class StateHeadConfig:
             raise ValueError("head.substeps=True needs head.arm_targets=True and head.pads=True.")
         if self.pushes and not self.substeps:
             raise ValueError("head.pushes=True needs head.substeps=True.")
+        if self.drops and not (self.substeps and self.pad_holds):
+            raise ValueError("head.drops=True needs head.substeps=True and head.pad_holds=True.")
         if self.arm_tracking and not self.arm_targets:
             raise ValueError("head.arm_tracking=True needs head.arm_targets=True.")
 

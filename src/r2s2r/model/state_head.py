@@ -189,9 +189,9 @@ class StateDynamicsHead(nn.Module):
             self.register_buffer(f"{name}_std", torch.ones(dim))
         # With `head.arm_targets` the arm joints end each frame at their last target.
         self.arm_targets = bool(cfg.head.arm_targets and self.carried and cfg.state_dim == cfg.action_dim)
-        if self.arm_targets or (cfg.head.contact and self.kinematic):
-            from r2s2r.robots.spec import robot_spec
+        from r2s2r.robots.spec import robot_spec
 
+        if self.arm_targets or (cfg.head.contact and self.kinematic):
             grippers = set(robot_spec(cfg.robot).gripper_indices)
             arms = torch.tensor([i for i in range(cfg.state_dim) if i not in grippers])
             self.register_buffer("arm_index", arms, persistent=False)
@@ -212,6 +212,9 @@ class StateDynamicsHead(nn.Module):
         # by the same fitted servo.
         self.follows = bool(cfg.head.substeps and self.arm_targets and cfg.head.contact and self.kinematic)
         self.pushes = bool(self.follows and cfg.head.pushes)
+        self.drops = bool(self.follows and cfg.head.drops)
+        if self.drops:  # s: one control step
+            self.control_dt = 1.0 / robot_spec(cfg.robot).control_hz
         if self.pushes:  # m: how far from the grasp point an object in a finger's grown box can lie
             fk = self.fk
             corners = torch.stack([fk.finger_lower - fk.object_rest, fk.finger_upper + fk.object_rest])
@@ -723,6 +726,8 @@ class StateDynamicsHead(nn.Module):
         self._carrier = torch.where(pick[:, 0] >= first_carried, pick[:, 0] - first_carried, -1)
         pose = _take(poses, pick)
         if self.kinematic:
+            if self.drops and pose.shape[-1] >= 7:
+                pose = self._dropped(latent, chunk, pose)
             pose = self._on_table(latent, pose)
             if self.cfg.head.falls:
                 pose = self._falls(latent, pose)
@@ -756,9 +761,15 @@ class StateDynamicsHead(nn.Module):
         carrier = self._carrier if self._carrier is not None else torch.full_like(last[:, 0], -1).long()
         if self._loose is None or self._loose[0] is not start:  # a new frame: nothing pushed yet
             self._loose = (start, None)
-        state, pose, loose = self._follow(start, pose, last, targets, carrier, self._loose[1])
+        state, moved, loose = self._follow(start, pose, last, targets, carrier, self._loose[1])
         self._loose = (start, loose)
-        return state, pose
+        if self.drops and moved is not None and moved.shape[-1] >= 7:  # a held object let go falls meanwhile
+            airborne = self._airborne(pose)
+            if airborne.any():
+                position, _, holder, _ = self._drop_path(start, pose, targets)
+                dropped = airborne & ((carrier < 0) | (holder == carrier) | (holder < 0))
+                moved = torch.cat([torch.where(dropped[:, None], position, moved[:, :3]), moved[:, 3:]], -1)
+        return state, moved
 
     def _follow(
         self,
@@ -912,6 +923,101 @@ class StateDynamicsHead(nn.Module):
         landed = torch.cat([(landed - mean) / std, pose[..., 3:]], dim=-1)
         return torch.where(falls[..., None], landed, pose)
 
+    def _airborne(self, pose: torch.Tensor) -> torch.Tensor:
+        """(...) whether an object at raw pose `pose` (...,E) is over the table and more than LANDING above
+        its lowest resting height: in mid-air, where only a gripper can keep it."""
+        fk, position = self.fk, pose[..., :3]
+        over = ((position[..., :2] >= fk.table_lo) & (position[..., :2] <= fk.table_hi)).all(-1)
+        return over & (position[..., 2] > fk.table_top + fk.object_rest + self.LANDING)
+
+    def _dropped(self, latent: torch.Tensor, chunk: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
+        """`head.drops`, imagined steps: the frame's end poses (B,M,E), normalized, with an object that starts
+        the frame (latent (B,M,·), members' mean) in mid-air and that no gripper holds through it (`_let_go`
+        over the chunk's (B,C) control steps) where `_drop_path` puts it; its catcher, if one caught it,
+        becomes its carrier (-1: none), whatever the hold rules (`_holder`) said."""
+        L, S = self.cfg.head.latent_dim, self.cfg.state_dim
+        mean = latent.mean(1)
+        start = mean[:, L : L + S] * self.joint_std + self.joint_mean
+        raw = mean[:, L + S :] * self.pose_std + self.pose_mean
+        idx = self._airborne(raw).nonzero()[:, 0]
+        if not len(idx):
+            return pose
+        targets = self._targets(chunk)[idx]
+        position, catcher, holder, released = self._drop_path(start[idx], raw[idx], targets)
+        drops = (holder < 0) | (released < targets.shape[1])  # unless a holder keeps it through the frame
+        idx, position, catcher = idx[drops], position[drops], catcher[drops]
+        moved = ((position - self.pose_mean[:3]) / self.pose_std[:3])[:, None].expand(-1, pose.shape[1], -1)
+        self._carrier = self._carrier.index_copy(0, idx, catcher)
+        return pose.index_copy(0, idx, torch.cat([moved, pose[idx, :, 3:]], dim=-1))
+
+    def _let_go(
+        self, start: torch.Tensor, pose: torch.Tensor, targets: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`head.drops`: which gripper holds an object at raw pose `pose` (B,E) longest in a frame that
+        started at raw proprio `start` (B,S) (-1: none), the object's place in its frame (B,3), and the
+        control step of the raw targets so far `targets` (B,k,A) at which it lets go (B,) (k: not yet; 0
+        where none holds it). A gripper holds it where closed fingers hold it (`gripped`) and closed on it
+        (within STOP_SLACK of where its pads meet it, `stop_at`); it lets go at the first step whose command
+        opens it to at least its opening at the frame's start: the squeeze is gone. Of several, the one that
+        lets go last (the nearest, if together) holds it."""
+        rows, k = torch.arange(len(start)), targets.shape[1]
+        point, rot = self.fk(start)
+        rel = (rot.transpose(-1, -2) @ (pose[:, None, :3] - point)[..., None])[..., 0]  # (B,G,3)
+        opening = start[:, self.grippers]
+        stop = self.stop_at(rot, quat_matrix(pose[:, 3:7]))
+        grips = (self.gripped(rel) > 0.5) & (opening <= stop + self.STOP_SLACK)  # (B,G)
+        lets_go = targets[..., self.grippers] >= opening[:, None]  # (B,k,G)
+        step = torch.where(lets_go.any(1), lets_go.float().argmax(1), k)  # (B,G)
+        order = (step - rel.norm(dim=-1).clamp_max(1.0)).masked_fill(~grips, -float("inf"))
+        holder = torch.where(grips.any(-1), order.argmax(-1), -1)
+        h = holder.clamp_min(0)
+        return holder, rel[rows, h], torch.where(holder >= 0, step[rows, h], 0)
+
+    def _drop_path(
+        self, start: torch.Tensor, pose: torch.Tensor, targets: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`head.drops`: where an object in mid-air is (B,3), metres, after the first k control steps of a
+        frame that started at raw proprio `start` (B,S) with the object at raw pose `pose` (B,E), given the
+        raw targets so far `targets` (B,k,A); which gripper caught it (B,) (-1: none); and `_let_go`'s holder
+        and step of release.
+
+        The object moves rigidly with its holder until it lets go, then falls freely from rest, straight
+        down (from the frame's start if nothing held it), as far as its resting height over the table.
+        Another gripper catches it at the step its closing fingers (the fitted servo, `_follow`) reach where
+        their pads meet it (`stop_at`) with it where closed fingers hold it (`gripped`); from then on it
+        moves rigidly with the catcher."""
+        B, k = len(start), targets.shape[1]
+        rows, none = torch.arange(B), torch.full((B,), -1, dtype=torch.long)
+        holder, anchor, released = self._let_go(start, pose, targets)
+        faces, floor = quat_matrix(pose[:, 3:7]), self.fk.table_top + self.fk.object_rest
+        carrier, position, state = holder, pose[:, :3], start
+        falling_from, caught = position, torch.zeros(B, dtype=torch.bool)
+        for m in range(1, k + 1):
+            state = self._follow(start, None, state, targets[:, :m], none, None)[0]
+            point, rot = self.fk(state)
+            c = carrier.clamp_min(0)
+            rigid = point[rows, c] + (rot[rows, c] @ anchor[..., None])[..., 0]
+            fall = 0.5 * self.GRAVITY * ((m - released).clamp_min(0) * self.control_dt) ** 2
+            free = torch.cat(
+                [falling_from[:, :2], (falling_from[:, 2:] - fall[:, None]).clamp_min(floor)], -1
+            )
+            position = torch.where(((carrier >= 0) & ((m <= released) | caught))[:, None], rigid, free)
+            falling_from = torch.where((m <= released)[:, None], position, falling_from)
+            rel = (rot.transpose(-1, -2) @ (position[:, None] - point)[..., None])[..., 0]
+            shut = state[:, self.grippers] <= self.stop_at(rot, faces)
+            closing = targets[:, m - 1, self.grippers] < state[:, self.grippers]
+            catches = (self.gripped(rel) > 0.5) & shut & closing & (m > released)[:, None] & ~caught[:, None]
+            catches[rows, holder.clamp_min(0)] &= (
+                holder < 0
+            )  # the holder lets go: it does not catch what it drops
+            catcher = rel.norm(dim=-1).masked_fill(~catches, float("inf")).argmin(-1)
+            new = catches.any(-1)
+            anchor = torch.where(new[:, None], rel[rows, catcher], anchor)
+            carrier, caught = torch.where(new, catcher, carrier), caught | new
+        return position, torch.where(caught, carrier, none), holder, released
+
+    GRAVITY = 9.81  # m/s^2
+
     def _holds(self, height: torch.Tensor, reach: torch.Tensor, opening: torch.Tensor) -> torch.Tensor:
         """Where a gripper holds the object through a frame whatever it did (the labels' rule, `carried_by`,
         and imagination's, `head.holds`): the object starts it more than CARRY_AIRBORNE above the table
@@ -928,8 +1034,10 @@ class StateDynamicsHead(nn.Module):
         luck: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Whether a gripper holds the object through this frame (B,) bool, and which (B,) (the nearest such):
-        `_holds` on the members' means, and the gripper starts the frame closed (below HOLD_CLOSED); with
-        `head.pad_holds`, the object between its fingers too (`gripped`). With `head.takes`, also a gripper
+        `_holds` on the members' means, and the gripper starts the frame closed (below HOLD_CLOSED; with
+        `head.drops`, on the object: within STOP_SLACK of the opening where its pads meet it, `stop_opening`,
+        since open fingers round a cube hold nothing); with `head.pad_holds`, the object between its fingers
+        too (`gripped`). With `head.takes`, also a gripper
         that ends the frame closed, not opening, with the object between its pads and balanced at its start
         (`between_pads`, `balanced`), wherever the object is, and, with `head.capture` / `head.squeeze`, able
         to grasp it (`grasp_able`, by the frame's `chunk`). With `head.chance`, either way only where the
@@ -943,7 +1051,8 @@ class StateDynamicsHead(nn.Module):
         reach = rel.norm(dim=-1).mean(1)  # (B,G)
         opens = (end - start).mean(1)
         able = self._holds(position[..., 2].mean(1)[:, None], reach, opens)
-        able &= start.mean(1) < self.HOLD_CLOSED
+        closed = self.stop_opening(latent).mean(1) + self.STOP_SLACK if self.drops else self.HOLD_CLOSED
+        able &= start.mean(1) < closed
         if self.cfg.head.pad_holds:  # only an object between its fingers
             able &= self.gripped(rel).mean(1) > 0.5
         lucky = None
@@ -955,7 +1064,7 @@ class StateDynamicsHead(nn.Module):
             between &= lucky if lucky is not None else self.balanced(latent).mean(1) > 0.5
             if chunk is not None and (self.cfg.head.capture or self.cfg.head.squeeze):
                 between &= self.grasp_able(latent, chunk).mean(1) > 0.5
-            able |= between & (end.mean(1) < self.HOLD_CLOSED) & (opens <= self.CARRY_RELEASE)
+            able |= between & (end.mean(1) < closed) & (opens <= self.CARRY_RELEASE)
         return able.any(-1), reach.masked_fill(~able, float("inf")).argmin(-1)
 
     def _rigid_holds(self, moved: torch.Tensor) -> torch.Tensor:

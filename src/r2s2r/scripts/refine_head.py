@@ -39,9 +39,9 @@ with the head; its errors (radians, target alone vs tracked) go into refine.json
 
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
 --stops, --balance, --pad_holds, --takes, --held_success, --grip_servo, --capture, --squeeze, --turns,
---doubt, --chance, --odds_doubt, --substeps, --pushes, --pad_overlap) on a refined head, fits the tracking
-model, the grippers' servo and the grasp odds, and writes the world model. Other flags must then match the
-checkpoint's head (they would rebuild it, untrained); that is refused.
+--doubt, --chance, --odds_doubt, --substeps, --pushes, --drops, --pad_overlap) on a refined head, fits the
+tracking model, the grippers' servo and the grasp odds, and writes the world model. Other flags must then
+match the checkpoint's head (they would rebuild it, untrained); that is refused.
 
 --still_mode adds a pose mode "the cube stays exactly where it is", with its odds; training picks it
 wherever the cube did not move.
@@ -151,6 +151,13 @@ control step (each finger the box round its geometry in the MJCF, the cube its h
 centre); one that comes down on it from above does not slide it. The frame ends with the cube where the
 fingers left it. Without it a cube no gripper holds moves only as the free modes predict, and a
 hand that sweeps through it on its way back leaves it where it lay.
+
+--drops (with --substeps and --pad_holds; no weights): a cube in mid-air stays with a gripper only while
+its fingers are on it (within 0.05 of the opening where its pads meet it) and squeeze (commanded tighter
+than that); from the control step its command opens past it, the cube falls freely, straight down, until
+the table stops it or another gripper's closing fingers reach it round it (a catch: carried from that
+step). Between frames and at the frame's end alike. Without it a cube let go next to open fingers hangs
+where it was let go, and a closing hand takes it there.
 
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds; each imagined episode of WorldModelEnv follows one, drawn once by the odds.

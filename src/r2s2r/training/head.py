@@ -106,6 +106,7 @@ class RefineConfig:
     odds_doubt: bool = False  # with takes and doubt: those odds raise the uncertainty near even, alone
     substeps: bool = False  # with arm_targets and pads: observations follow the commands between frames
     pushes: bool = False  # with substeps: fingers moving into an object resting on the table push it
+    drops: bool = False  # with substeps and pad_holds: an object let go in mid-air falls, or is caught
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
@@ -160,6 +161,7 @@ RULES = (
     "odds_doubt",
     "substeps",
     "pushes",
+    "drops",
     "pad_overlap",
 )
 
@@ -212,6 +214,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "held_success": cfg.held_success, "grip_servo": cfg.grip_servo, "capture": cfg.capture,
             "squeeze": cfg.squeeze, "turns": cfg.turns, "doubt": cfg.doubt, "chance": cfg.chance,
             "odds_doubt": cfg.odds_doubt, "substeps": cfg.substeps, "pushes": cfg.pushes,
+            "drops": cfg.drops,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
