@@ -957,16 +957,17 @@ class StateDynamicsHead(nn.Module):
         started at raw proprio `start` (B,S) (-1: none), the object's place in its frame (B,3), and the
         control step of the raw targets so far `targets` (B,k,A) at which it lets go (B,) (k: not yet; 0
         where none holds it). A gripper holds it where closed fingers hold it (`gripped`) and closed on it
-        (within STOP_SLACK of where its pads meet it, `stop_at`); it lets go at the first step whose command
-        opens it to at least its opening at the frame's start: the squeeze is gone. Of several, the one that
-        lets go last (the nearest, if together) holds it."""
+        (within ON_SLACK of where its pads meet it, `stop_at`); it lets go at the first step whose command
+        opens it to at least its opening at the frame's start less the servo's dead band (the fitted
+        `grip_servo`): the squeeze is gone. Of several, the one that lets go last (the nearest, if together)
+        holds it."""
         rows, k = torch.arange(len(start)), targets.shape[1]
         point, rot = self.fk(start)
         rel = (rot.transpose(-1, -2) @ (pose[:, None, :3] - point)[..., None])[..., 0]  # (B,G,3)
         opening = start[:, self.grippers]
         stop = self.stop_at(rot, quat_matrix(pose[:, 3:7]))
-        grips = (self.gripped(rel) > 0.5) & (opening <= stop + self.STOP_SLACK)  # (B,G)
-        lets_go = targets[..., self.grippers] >= opening[:, None]  # (B,k,G)
+        grips = (self.gripped(rel) > 0.5) & (opening <= stop + self.ON_SLACK)  # (B,G)
+        lets_go = targets[..., self.grippers] >= opening[:, None] - self.grip_servo[2]  # (B,k,G)
         step = torch.where(lets_go.any(1), lets_go.float().argmax(1), k)  # (B,G)
         order = (step - rel.norm(dim=-1).clamp_max(1.0)).masked_fill(~grips, -float("inf"))
         holder = torch.where(grips.any(-1), order.argmax(-1), -1)
@@ -1017,6 +1018,10 @@ class StateDynamicsHead(nn.Module):
         return position, torch.where(caught, carrier, none), holder, released
 
     GRAVITY = 9.81  # m/s^2
+    # raw opening: a gripper this far outside where its pads meet the object still has its fingers on it (a
+    # real left pinching the cube's top and bottom held it 0.07 outside the MJCF's estimate; a catch's
+    # open left waiting round it stood 0.14 outside)
+    ON_SLACK = 0.1
 
     def _holds(self, height: torch.Tensor, reach: torch.Tensor, opening: torch.Tensor) -> torch.Tensor:
         """Where a gripper holds the object through a frame whatever it did (the labels' rule, `carried_by`,
@@ -1035,7 +1040,7 @@ class StateDynamicsHead(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Whether a gripper holds the object through this frame (B,) bool, and which (B,) (the nearest such):
         `_holds` on the members' means, and the gripper starts the frame closed (below HOLD_CLOSED; with
-        `head.drops`, on the object: within STOP_SLACK of the opening where its pads meet it, `stop_opening`,
+        `head.drops`, on the object: within ON_SLACK of the opening where its pads meet it, `stop_opening`,
         since open fingers round a cube hold nothing); with `head.pad_holds`, the object between its fingers
         too (`gripped`). With `head.takes`, also a gripper
         that ends the frame closed, not opening, with the object between its pads and balanced at its start
@@ -1051,7 +1056,7 @@ class StateDynamicsHead(nn.Module):
         reach = rel.norm(dim=-1).mean(1)  # (B,G)
         opens = (end - start).mean(1)
         able = self._holds(position[..., 2].mean(1)[:, None], reach, opens)
-        closed = self.stop_opening(latent).mean(1) + self.STOP_SLACK if self.drops else self.HOLD_CLOSED
+        closed = self.stop_opening(latent).mean(1) + self.ON_SLACK if self.drops else self.HOLD_CLOSED
         able &= start.mean(1) < closed
         if self.cfg.head.pad_holds:  # only an object between its fingers
             able &= self.gripped(rel).mean(1) > 0.5

@@ -153,11 +153,11 @@ fingers left it. Without it a cube no gripper holds moves only as the free modes
 hand that sweeps through it on its way back leaves it where it lay.
 
 --drops (with --substeps and --pad_holds; no weights): a cube in mid-air stays with a gripper only while
-its fingers are on it (within 0.05 of the opening where its pads meet it) and squeeze (commanded tighter
-than that); from the control step its command opens past it, the cube falls freely, straight down, until
-the table stops it or another gripper's closing fingers reach it round it (a catch: carried from that
-step). Between frames and at the frame's end alike. Without it a cube let go next to open fingers hangs
-where it was let go, and a closing hand takes it there.
+its fingers are on it (within 0.1 of the opening where its pads meet it) and squeeze (commanded tighter
+than that opening by more than the servo's dead band); from the control step its command opens past that,
+the cube falls freely, straight down, until the table stops it or another gripper's closing fingers reach
+it round it (a catch: carried from that step). Between frames and at the frame's end alike. Without it a
+cube let go next to open fingers hangs where it was let go, and a closing hand takes it there.
 
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds; each imagined episode of WorldModelEnv follows one, drawn once by the odds.
