@@ -755,7 +755,8 @@ class StateDynamicsHead(nn.Module):
         without it); each gripper moves one step of the fitted servo (`servo`) from `last`, but no further
         closed than where its pads meet an object between them (`stop_at`) if it was open round it; an
         object the last `step` left carried by a gripper moves rigidly with it (turning as it turns), any
-        other stays, or, with `head.pushes`, goes where the fingers have pushed it so far (`pushed`). Each
+        other stays, or, with `head.pushes`, goes where the fingers have pushed it so far (`pushed`); with
+        `head.drops`, an object in mid-air goes where `_drop_path` puts it (held, falling or caught). Each
         frame still ends where `step` puts it: this is only what the policy sees meanwhile.
         """
         carrier = self._carrier if self._carrier is not None else torch.full_like(last[:, 0], -1).long()
@@ -763,12 +764,11 @@ class StateDynamicsHead(nn.Module):
             self._loose = (start, None)
         state, moved, loose = self._follow(start, pose, last, targets, carrier, self._loose[1])
         self._loose = (start, loose)
-        if self.drops and moved is not None and moved.shape[-1] >= 7:  # a held object let go falls meanwhile
+        if self.drops and moved is not None and moved.shape[-1] >= 7:  # an object in mid-air: `_drop_path`
             airborne = self._airborne(pose)
             if airborne.any():
-                position, _, holder, _ = self._drop_path(start, pose, targets)
-                dropped = airborne & ((carrier < 0) | (holder == carrier) | (holder < 0))
-                moved = torch.cat([torch.where(dropped[:, None], position, moved[:, :3]), moved[:, 3:]], -1)
+                position = self._drop_path(start, pose, targets)[0]
+                moved = torch.cat([torch.where(airborne[:, None], position, moved[:, :3]), moved[:, 3:]], -1)
         return state, moved
 
     def _follow(
