@@ -1499,11 +1499,12 @@ def test_pushes_move_a_resting_cube_out_of_the_way_of_the_fingers(clips):
 def test_drops_let_a_released_cube_fall_and_a_closing_gripper_catch_it(clips):
     """`head.drops`: a cube held in mid-air by the right gripper (closed on it, square between its pads)
     stays with it while the command squeezes and falls freely from rest from the control step the command
-    opens past the held opening less the servo's dead band (0.1 here): z - g/2 (n dt)^2 after n steps of fall
-    (dt 0.02 s), straight down, and no lower than its resting height. A cube let go 5 mm above the open left gripper's grasp point falls into
-    it: a left commanded shut catches it at the step its servo (0.05 a step from 1.0) reaches where its pads
-    meet the cube, and carries it from there; a left held open lets it fall through. The frame's end
-    (`step`) puts it where the control steps (`between`) do, whatever the hold rules would have said."""
+    opens past the held opening less the servo's dead band (0.1 here): z - g/2 (n dt)^2 after n steps of
+    fall (dt 0.02 s), straight down, and no lower than its resting height. A cube let go 5 mm above the
+    grasp point of a left gripper open round it (0.75; its pads meet the cube at 0.61) falls into it: a left
+    commanded shut catches it at the step its servo (0.05 a step) reaches where its pads meet the cube, and
+    carries it from there; a left held open lets it fall through. The frame's end (`step`) puts it where
+    the control steps do, whatever the hold rules would have said."""
     from r2s2r.model.state_head import quat_matrix
 
     with pytest.raises(ValueError, match="head.drops=True needs head.substeps=True and head.pad_holds=True"):
