@@ -46,6 +46,12 @@ success.
 |                 | damper follows it; top-down grasp, the cube handed over tipped 45 degrees    |
 |                 | about the right's finger axis, the left comes down at 45 degrees toward +x   |
 |                 | and pinches the tipped top and bottom faces, after re-reading the cube pose  |
+| `swivel`        | impedance-like: a minimum-jerk reference plus a bounded spring offset grown  |
+|                 | from the measured pose error, IK every step; top-down grasp, the cube        |
+|                 | swivelled about the vertical in hand to face the left's shoulder at a        |
+|                 | hand-over in front of the centre; the left slides in level along that        |
+|                 | heading, pinches the top and bottom faces; the right opens once the left's   |
+|                 | finger opening has stopped shrinking                                         |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
