@@ -123,10 +123,12 @@ def clip_norm(v: np.ndarray, limit: float) -> np.ndarray:
 def nearest_face(
     cube_rot: np.ndarray, direction: np.ndarray, exclude: np.ndarray | None = None
 ) -> np.ndarray:
-    """The cube's face normal nearest `direction`, skipping the normals along `exclude` (a held axis)."""
+    """The cube's face normal nearest `direction`, skipping the normals along `exclude` (a held axis): those
+    within 60 degrees of it, or, for a cube tipped so that every normal is, all but the least aligned."""
     normals = [s * cube_rot[:, i] for i in range(3) for s in (1.0, -1.0)]
     if exclude is not None:
-        normals = [n for n in normals if abs(n @ exclude) < 0.5]
+        least = min(abs(n @ exclude) for n in normals)
+        normals = [n for n in normals if abs(n @ exclude) < max(0.5, least + 1e-9)]
     return max(normals, key=lambda n: n @ direction)
 
 
