@@ -139,6 +139,11 @@ Usage:
         --output_dir outputs/bench/generalization_catch \
         --world_models assets/world_model_blind,assets/world_model_coverage \
         --out benchmarks/results/generalization_catch.json          # the twelfth, each model ranked once
+    python benchmarks/generalization.py --families pivot --per_split 25 --samples 1 --workers 1 \
+        --output_dir outputs/bench/generalization_pivot \
+        --world_models assets/world_model_blind,assets/world_model_coverage,outputs/drops/world_model_drops \
+        --out benchmarks/results/generalization_pivot.json    # the thirteenth (--families swivel: the
+        # fourteenth, generalization_swivel.json); world_model_drops: the coverage head with head.drops
     python benchmarks/generalization.py --families scripted --world_models ... --out /tmp/tuning.json
 """
 
