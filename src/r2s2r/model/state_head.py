@@ -75,6 +75,7 @@ class StateDynamicsHead(nn.Module):
         self._carrier = None  # (B,) the gripper whose carried mode the last `step` picked (-1: none)
         self._frame_fk = None  # `between`: the frame's start proprio and its grasp frames
         self._loose = None  # `between`, head.pushes: the frame's start proprio, where pushes left the object
+        self._path = None  # `_follow_path`: the start proprio, the targets so far and the steps they gave
         self._frames = None  # `_follow`: the proprio of its last step and that proprio's grasp frames
         L, H = cfg.head.latent_dim, cfg.head.hidden
         self._build_encoder(cfg)  # 1. observation -> latent; the action chunk's embedding
@@ -987,15 +988,13 @@ class StateDynamicsHead(nn.Module):
         Another gripper catches it at the step its closing fingers (the fitted servo, `_follow`) reach where
         their pads meet it (`stop_at`) with it where closed fingers hold it (`gripped`); from then on it
         moves rigidly with the catcher."""
-        B, k = len(start), targets.shape[1]
+        B = len(start)
         rows, none = torch.arange(B), torch.full((B,), -1, dtype=torch.long)
         holder, anchor, released = self._let_go(start, pose, targets)
         faces, floor = quat_matrix(pose[:, 3:7]), self.fk.table_top + self.fk.object_rest
-        carrier, position, state = holder, pose[:, :3], start
+        carrier, position = holder, pose[:, :3]
         falling_from, caught = position, torch.zeros(B, dtype=torch.bool)
-        for m in range(1, k + 1):
-            state = self._follow(start, None, state, targets[:, :m], none, None)[0]
-            point, rot = self.fk(state)
+        for m, (state, point, rot) in enumerate(self._follow_path(start, targets), start=1):
             c = carrier.clamp_min(0)
             rigid = point[rows, c] + (rot[rows, c] @ anchor[..., None])[..., 0]
             fall = 0.5 * self.GRAVITY * ((m - released).clamp_min(0) * self.control_dt) ** 2
@@ -1008,14 +1007,30 @@ class StateDynamicsHead(nn.Module):
             shut = state[:, self.grippers] <= self.stop_at(rot, faces)
             closing = targets[:, m - 1, self.grippers] < state[:, self.grippers]
             catches = (self.gripped(rel) > 0.5) & shut & closing & (m > released)[:, None] & ~caught[:, None]
-            catches[rows, holder.clamp_min(0)] &= (
-                holder < 0
-            )  # the holder lets go: it does not catch what it drops
+            catches[rows, holder.clamp_min(0)] &= holder < 0  # the holder does not catch what it drops
             catcher = rel.norm(dim=-1).masked_fill(~catches, float("inf")).argmin(-1)
             new = catches.any(-1)
             anchor = torch.where(new[:, None], rel[rows, catcher], anchor)
             carrier, caught = torch.where(new, catcher, carrier), caught | new
         return position, torch.where(caught, carrier, none), holder, released
+
+    def _follow_path(self, start: torch.Tensor, targets: torch.Tensor) -> list[tuple[torch.Tensor, ...]]:
+        """`head.drops`: the raw proprio (B,S), grasp points (B,G,3) and orientations (B,G,3,3) after each of
+        the first k control steps of the raw targets `targets` (B,k,A) from raw proprio `start` (B,S), as
+        `_follow` moves the arms and grippers with nothing carried. `between` asks once per control step
+        with one more target each time: the steps it already asked for are kept, not recomputed."""
+        done = []
+        if self._path is not None and self._path[0] is start:
+            seen = self._path[1]
+            if seen.shape[1] <= targets.shape[1] and torch.equal(seen, targets[:, : seen.shape[1]]):
+                done = self._path[2]
+        path, none = list(done), torch.full((len(start),), -1, dtype=torch.long)
+        state = path[-1][0] if path else start
+        for m in range(len(path) + 1, targets.shape[1] + 1):
+            state = self._follow(start, None, state, targets[:, :m], none, None)[0]
+            path.append((state, *self.fk(state)))
+        self._path = (start, targets, path)
+        return path
 
     GRAVITY = 9.81  # m/s^2
     # raw opening: a gripper this far outside where its pads meet the object still has its fingers on it (a
