@@ -21,6 +21,12 @@ Two rules of the state head rest on these figures, read off the coverage recordi
   world's down within the faces' plane), by how far past the pads' meeting the gripper, closed below
   CLOSING, is commanded.
 
+- `head.rests`: a squeezing gripper ends each imagined frame no wider than `StateDynamicsHead.REST_SLACK`
+  past where its pads meet the cube. Table 5: every frame where a gripper holds the cube 5 cm or more above
+  the table (as in table 4), commanded more than `StateDynamicsHead.SQUEEZE` inside where its pads meet the
+  cube, its opening steady (moved less than STEADY since the frame before): how far its opening lies past
+  that meeting (negative: inside), by gripper.
+
 Prints the tables; writes benchmarks/results/archive/grasp_margins.json.
 
 Usage:
@@ -51,6 +57,7 @@ STRIDE = 10  # control steps per model frame
 LEFT, RIGHT = 0, 1  # the grippers' indices among the grasp frames
 OPEN, CLOSING, RESTING, AIRBORNE, REACH, LIFTED, WINDOW = 0.8, 0.75, 0.035, 0.08, 0.08, 0.07, 25
 CARRIED, HOLD_ACROSS, SLIPPING = 0.05, StateDynamicsHead.HOLD_ACROSS, 0.002  # m (table 4)
+STEADY = 0.02  # raw opening a frame (table 5)
 MARGIN_BINS = [-0.1, -0.01, -0.005, 0.0, 0.003, 0.006, 0.01, 0.02, 0.1]
 ACROSS_BINS = [0.0, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.08]
 DEPTH_BINS = [-1.0, -0.05, 0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 1.0]  # raw opening
@@ -58,8 +65,8 @@ DEPTH_BINS = [-1.0, -0.05, 0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 1.0
 
 def episodes(roots: list[str], fk: GraspKinematics):
     """Per episode at the model's frame rate: gripper openings (T,G), the cube's position (T,3), its place in
-    each gripper's frame (T,G,3), each gripper's orientation (T,G,3,3), each gripper's squeeze depth (T,G)
-    and whether it succeeded (T,)."""
+    each gripper's frame (T,G,3), each gripper's orientation (T,G,3,3), each gripper's squeeze depth (T,G),
+    whether it succeeded (T,) and where each gripper's pads meet the cube (T,G, raw opening)."""
     columns = ["episode_index", "frame_index", "observation.state", "observation.environment_state", "action"]
     for root in roots:
         for file in sorted(glob.glob(f"{root}/data/*/*.parquet")):
@@ -74,11 +81,10 @@ def episodes(roots: list[str], fk: GraspKinematics):
                 openings = state[:, [6, 13]].numpy()
                 faces = quat_matrix(torch.tensor(pose[:, 3:7]).float())  # the cube's axes (T,3,3)
                 across = (faces.transpose(-1, -2)[:, None] @ rot[..., :, 1:2])[..., 0].abs().sum(-1)
-                depth = (
-                    fk.opening_at(fk.object_rest * across).numpy()
-                    - np.stack(frames["action"].values)[:, [6, 13]]
-                )  # how far past the pads' meeting the cube each gripper is commanded (T,G)
-                yield openings, cube, rel, rot, depth, frames["next.success"].values.astype(bool)
+                stop = fk.opening_at(fk.object_rest * across).numpy()
+                depth = stop - np.stack(frames["action"].values)[:, [6, 13]]
+                # depth: how far past the pads' meeting the cube each gripper is commanded (T,G)
+                yield openings, cube, rel, rot, depth, frames["next.success"].values.astype(bool), stop
 
 
 def first_close(opening: np.ndarray, rel: np.ndarray, where: np.ndarray) -> int | None:
@@ -93,7 +99,7 @@ def grasps(roots: list[str], fk: GraspKinematics) -> tuple[pd.DataFrame, pd.Data
     """Table 1's right-hand grasps (margin, offset across the fingers, uprightness, lifted) and table 2's
     left-hand closes in mid-air (offsets across the fingers and along the third axis, success)."""
     lifts, takes = [], []
-    for openings, cube, rel, rot, depth, success in episodes(roots, fk):
+    for openings, cube, rel, rot, depth, success, _ in episodes(roots, fk):
         margin = fk.balance_margin(rel, rot)[:, RIGHT].numpy()
         upright = rot[:, RIGHT, 2, fk.face_axes].norm(dim=-1).numpy()
         rel = rel.numpy()
@@ -118,7 +124,7 @@ def carries(roots: list[str], fk: GraspKinematics) -> pd.DataFrame:
     """Table 4's held frames: each gripper's squeeze depth and how far (m) the cube slid down its fingers by
     the next frame."""
     rows = []
-    for openings, cube, rel, rot, depth, _ in episodes(roots, fk):
+    for openings, cube, rel, rot, depth, _, _ in episodes(roots, fk):
         down = -rot[..., 2, :].numpy()  # the world's down in each gripper's frame (T,G,3)
         down[..., fk.closing_axis] = 0.0  # within the faces' plane
         rel = rel.numpy()
@@ -129,6 +135,39 @@ def carries(roots: list[str], fk: GraspKinematics) -> pd.DataFrame:
             if norm > 0.2:  # the faces not lying flat
                 rows.append((depth[t, g], float((rel[t + 1, g] - rel[t, g]) @ down[t, g] / norm)))
     return pd.DataFrame(rows, columns=["depth", "slip"])
+
+
+def resting(roots: list[str], fk: GraspKinematics) -> pd.DataFrame:
+    """Table 5's frames: a gripper holding the cube 5 cm or more above the table (as table 4), commanded
+    more than head.squeeze's depth inside where its pads meet the cube, its opening steady since the frame
+    before; which gripper and how far (raw opening) its opening lies past that meeting."""
+    rows = []
+    for openings, cube, rel, _, depth, _, stop in episodes(roots, fk):
+        rel = rel.numpy()
+        held = (np.linalg.norm(rel, axis=-1) < REACH) & (np.abs(rel[..., fk.closing_axis]) < HOLD_ACROSS)
+        held &= (cube[:, 2] > RESTING + CARRIED)[:, None] & (depth > StateDynamicsHead.SQUEEZE)
+        held[1:] &= np.abs(np.diff(openings, axis=0)) < STEADY
+        held[0] = False
+        for t, g in zip(*np.nonzero(held), strict=True):
+            rows.append((("left", "right")[g], openings[t, g] - stop[t, g]))
+    return pd.DataFrame(rows, columns=["gripper", "gap"])
+
+
+def rests(frames: pd.DataFrame) -> dict:
+    """Table 5, printed: per gripper, percentiles of how far a squeezing gripper's opening lies past where
+    its pads meet the cube."""
+    cuts = [5, 25, 50, 75, 95]
+    out = {
+        g: {"frames": len(d), **{f"p{c}": round(float(np.percentile(d.gap, c)), 4) for c in cuts}}
+        for g, d in frames.groupby("gripper")
+    }
+    print_table(
+        f"5. steady frames of a gripper squeezing the cube 5 cm or more above the table ({len(frames)}): its"
+        " opening past where its pads meet the cube (raw opening; negative: inside)",
+        ["gripper", "frames", *[f"{c}th pct" for c in cuts]],
+        [[g, r["frames"], *[f"{r[f'p{c}']:+.3f}" for c in cuts]] for g, r in out.items()],
+    )
+    return {"rest_slack": StateDynamicsHead.REST_SLACK, "steady": STEADY, "grippers": out}
 
 
 def binned(values: pd.Series, outcome: pd.Series, bins: list[float]) -> list[dict]:
@@ -196,6 +235,7 @@ def main() -> None:
     write_json(Path(args.out), {
         "machine": machine_info(), "data": args.data.split(","), "balance": balance, "hold_across": across,
         "squeeze": squeeze, "slip": slipping(carries(args.data.split(","), fk)),
+        "rest": rests(resting(args.data.split(","), fk)),
     })  # fmt: skip
 
 

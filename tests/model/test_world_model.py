@@ -1583,3 +1583,66 @@ def test_drops_let_a_released_cube_fall_and_a_closing_gripper_catch_it(clips):
         nxt = head.step(latent, model.norm_chunks(shut[:, : cfg.frame_stride]), draw=torch.tensor([0.0]))
     end = model.unnorm("env", head.decode(nxt)["env_state"][0, 0])
     assert float(end[2]) == pytest.approx(caught_at, abs=1e-4) and int(head._carrier[0]) == 0
+
+
+def test_rests_keep_squeezing_fingers_on_the_cube_at_the_frame_end_and_between(clips):
+    """`head.rests`: a gripper whose fingers are on the cube (within 0.1 of the opening where its pads meet
+    it, the cube between them) and that squeezes (commanded more than 0.04 inside that opening) ends the frame
+    no wider than that opening plus REST_SLACK, whatever the grasp nets said; one that does not squeeze, one
+    open wide round the cube and one with the cube out of its pads keep the nets' opening. Between frames,
+    fingers resting 0.07 inside that opening stay there, where without the rule the servo closes them
+    through the cube at 0.05 a step."""
+    from r2s2r.model.state_head import quat_matrix
+
+    with pytest.raises(ValueError, match="head.rests=True needs head.pad_holds=True"):
+        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, pads=True, rests=True))
+    rules = dict(still_mode=True, contact=True, pads=True, holds=True, pad_holds=True, arm_targets=True)
+    rules.update(reads_cameras=False, substeps=True)
+    model = _model(clips, head={**rules, "rests": True})
+    head, cfg = model.state_head, model.config
+    fk = head.fk
+    start = torch.tensor(HOME)
+    point, rot = fk(start[None])
+    cube = torch.cat([point[0, 1], _quaternion(rot[0, 1].double().numpy())])
+    stop = float(head.stop_at(rot, quat_matrix(cube[3:7])[None])[0, 1])
+    assert 0.5 < stop < 0.7  # the 4 cm cube, square between the right's pads
+
+    def ends(opening, command, after, where=cube):
+        state = start.clone()
+        state[13] = opening
+        latent = torch.cat(
+            [torch.zeros(cfg.head.latent_dim), model.norm("state", state), model.norm("env", where)]
+        )[None, None]
+        chunk = state.repeat(1, cfg.frame_stride, 1)
+        chunk[0, :, 13] = command
+        nets = torch.tensor([[[0.6, after]]])  # (B,M,G) what the grasp nets said
+        opened = torch.tensor([[[0.6, opening]]])
+        return float(head._rest_on(latent, model.norm_chunks(chunk), opened, nets)[0, 0, 1])
+
+    slack = head.REST_SLACK
+    assert ends(stop + 0.05, 0.0, stop + 0.1) == pytest.approx(stop + slack, abs=1e-5)
+    assert ends(stop - 0.07, 0.0, stop + 0.1) == pytest.approx(stop + slack, abs=1e-5)
+    assert ends(stop + 0.05, 0.0, stop - 0.05) == pytest.approx(stop - 0.05, abs=1e-5)  # narrower: kept
+    assert ends(stop + 0.05, stop - 0.02, stop + 0.1) == pytest.approx(stop + 0.1, abs=1e-5)  # no squeeze
+    assert ends(stop + 0.3, 0.0, stop + 0.35) == pytest.approx(stop + 0.35, abs=1e-5)  # open round it
+    away = cube.clone()
+    away[:3] += rot[0, 1, :, 0] * 0.06  # 6 cm along the approach: past the pads
+    assert ends(stop + 0.05, 0.0, stop + 0.1, away) == pytest.approx(stop + 0.1, abs=1e-5)
+
+    # between frames: a right resting 0.07 inside, commanded shut, the cube carried by it
+    head.grip_servo.copy_(torch.tensor([0.5, 0.05, 0.01]))
+    held = start.clone()
+    held[13] = stop - 0.07
+    targets = held.repeat(1, 5, 1)
+    targets[0, :, 13] = 0.0
+    seen = {}
+    for rests in (True, False):
+        head.cfg.head.rests = rests
+        head._carrier, head._loose, head._frame_fk, head._path = torch.tensor([1]), None, None, None
+        state, openings = held[None], []
+        for k in range(1, 6):
+            state, _ = head.between(held[None], cube[None], state, targets[:, :k])
+            openings.append(float(state[0, 13]))
+        seen[rests] = openings
+    np.testing.assert_allclose(seen[True], [stop - 0.07] * 5, atol=1e-5)
+    np.testing.assert_allclose(seen[False], [stop - 0.07 - 0.05 * k for k in range(1, 6)], atol=1e-5)

@@ -109,6 +109,11 @@ class StateHeadConfig:
     # opening (at once if nothing held it), until the table stops it or a closing gripper's pads meet it
     # round it (caught: carried from that step); between frames and at the frame's end alike.
     drops: bool = False
+    # With pad_holds, imagined steps (no weights): fingers on an object between them (within ON_SLACK of
+    # the opening where their pads meet it) that squeeze it end the frame resting on it, no wider than that
+    # opening plus a margin read off the recordings; with substeps, fingers on it close no further between
+    # frames either.
+    rests: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.pose_modes <= 8:
@@ -151,6 +156,8 @@ class StateHeadConfig:
             raise ValueError("head.pushes=True needs head.substeps=True.")
         if self.drops and not (self.substeps and self.pad_holds):
             raise ValueError("head.drops=True needs head.substeps=True and head.pad_holds=True.")
+        if self.rests and not self.pad_holds:
+            raise ValueError("head.rests=True needs head.pad_holds=True.")
         if self.arm_tracking and not self.arm_targets:
             raise ValueError("head.arm_tracking=True needs head.arm_targets=True.")
 

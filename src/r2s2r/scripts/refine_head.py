@@ -39,9 +39,9 @@ with the head; its errors (radians, target alone vs tracked) go into refine.json
 
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
 --stops, --balance, --pad_holds, --takes, --held_success, --grip_servo, --capture, --squeeze, --turns,
---doubt, --chance, --odds_doubt, --substeps, --pushes, --drops, --pad_overlap) on a refined head, fits the
-tracking model, the grippers' servo and the grasp odds, and writes the world model. Other flags must then
-match the checkpoint's head (they would rebuild it, untrained); that is refused.
+--doubt, --chance, --odds_doubt, --substeps, --pushes, --drops, --rests, --pad_overlap) on a refined head,
+fits the tracking model, the grippers' servo and the grasp odds, and writes the world model. Other flags
+must then match the checkpoint's head (they would rebuild it, untrained); that is refused.
 
 --still_mode adds a pose mode "the cube stays exactly where it is", with its odds; training picks it
 wherever the cube did not move.
@@ -158,6 +158,14 @@ than that opening by more than the servo's dead band); from the control step its
 the cube falls freely, straight down, until the table stops it or another gripper's closing fingers reach
 it round it (a catch: carried from that step). Between frames and at the frame's end alike. Without it a
 cube let go next to open fingers hangs where it was let go, and a closing hand takes it there.
+
+--rests (with --pad_holds; no weights): fingers on a cube between them (within 0.1 of the opening where
+their pads meet it) that squeeze it end each frame resting on it, no wider than that opening plus 0.02
+(the recordings' right hand squeezing the cube in mid-air: 95 % within 0.014); between frames they close
+no further. Without it the grasp nets could leave a held gripper 0.1 wider than the cube, where the hold
+and drop rules no longer counted its fingers on it, and between frames a held gripper's opening closed
+through the cube and sprang back at each frame's end, so a policy waiting for its fingers to stop never
+saw them stop.
 
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds; each imagined episode of WorldModelEnv follows one, drawn once by the odds.
