@@ -52,6 +52,11 @@ success.
 |                 | hand-over in front of the centre; the left slides in level along that        |
 |                 | heading, pinches the top and bottom faces; the right opens once the left's   |
 |                 | finger opening has stopped shrinking                                         |
+| `field`         | potential fields: the joint command descends an attractive well, a table     |
+|                 | wall and a keep-out between the wrists by Jacobian-transpose steps; top-down |
+|                 | grasp on the x faces, a high hand-over, the left comes up from below at 30   |
+|                 | degrees and pinches the y faces, crossed; the right opens on the slip it     |
+|                 | feels in the cube's pose after the left's tug                                |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
