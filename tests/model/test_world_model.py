@@ -1646,3 +1646,49 @@ def test_rests_keep_squeezing_fingers_on_the_cube_at_the_frame_end_and_between(c
         seen[rests] = openings
     np.testing.assert_allclose(seen[True], [stop - 0.07] * 5, atol=1e-5)
     np.testing.assert_allclose(seen[False], [stop - 0.07 - 0.05 * k for k in range(1, 6)], atol=1e-5)
+
+
+def test_success_touch_is_a_left_finger_touching_the_cube_clear_of_the_table(clips):
+    """`head.success_touch`: imagined success is gym-aloha's own test on the imagined state, the cube clear
+    of the table and touched by a finger of the named gripper: squeezed between the left's fingers in mid-air
+    it is a success whatever the grasp nets say (+SURE logit); the same fingers wide open round it, the cube
+    6 cm past the finger tips, the right's fingers on it instead, or the cube down at the table, are not."""
+    from r2s2r.model.state_head import quat_matrix
+
+    with pytest.raises(ValueError, match="head.success_touch >= 0 needs head.contact=True"):
+        WorldModelConfig.tiny(head=dict(success_touch=0))
+    with pytest.raises(ValueError, match="must be -1"):
+        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, success_touch=-2))
+    rules = dict(still_mode=True, contact=True, pads=True, holds=True, arm_targets=True, reads_cameras=False)
+    model = _model(clips, head={**rules, "success_touch": 0})
+    head, cfg = model.state_head, model.config
+    fk = head.fk
+    start = torch.tensor(HOME)
+    point, rot = fk(start[None])
+    cube = torch.cat([point[0, 0], _quaternion(rot[0, 0].double().numpy())])
+    stop = float(head.stop_at(rot, quat_matrix(cube[3:7])[None])[0, 0])
+    floor = float(fk.table_top + fk.object_rest)
+    assert float(cube[2]) > floor + 0.05  # the left's grasp point is in mid-air
+
+    def verdict(left, right, where):
+        state = start.clone()
+        state[6], state[13] = left, right
+        latent = torch.cat(
+            [torch.zeros(cfg.head.latent_dim), model.norm("state", state), model.norm("env", where)]
+        )[None]
+        logit = float(head.decode(latent, imagined=True)["success_logit"][0])
+        assert logit == pytest.approx(head.SURE) or logit == pytest.approx(-head.SURE)
+        return logit > 0
+
+    assert verdict(stop - 0.02, 1.0, cube)  # squeezed by the left
+    assert not verdict(1.0, 1.0, cube)  # open round it: no finger touches
+    past = cube.clone()
+    past[:3] += rot[0, 0, :, 0] * 0.06  # 6 cm beyond the grasp point along the approach
+    assert not verdict(stop - 0.02, 1.0, past)
+    low = cube.clone()
+    low[2] = floor  # resting on the table
+    assert not verdict(stop - 0.02, 1.0, low)
+    model_right = _model(clips, head={**rules, "success_touch": 1})
+    assert not model_right.state_head.touch_success(
+        torch.cat([torch.zeros(cfg.head.latent_dim), model.norm("state", start), model.norm("env", cube)])
+    )  # the right's fingers are nowhere near the left's grasp point

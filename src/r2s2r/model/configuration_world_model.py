@@ -114,6 +114,11 @@ class StateHeadConfig:
     # opening plus a margin read off the recordings; with substeps, fingers on it close no further between
     # frames either.
     rests: bool = False
+    # With contact, imagined frames (no weights): success is the reference world's own test, on the imagined
+    # state: the object clear of the table and touched by a finger (the box of its geometry in the MJCF) of
+    # this gripper (its index among the robot's grasp frames; ALOHA transfer-cube: 0, the left), in place
+    # of the grasp nets' success and head.held_success; -1: off.
+    success_touch: int = -1
 
     def __post_init__(self) -> None:
         if not 1 <= self.pose_modes <= 8:
@@ -156,6 +161,12 @@ class StateHeadConfig:
             raise ValueError("head.pushes=True needs head.substeps=True.")
         if self.drops and not (self.substeps and self.pad_holds):
             raise ValueError("head.drops=True needs head.substeps=True and head.pad_holds=True.")
+        if self.success_touch >= 0 and not self.contact:
+            raise ValueError("head.success_touch >= 0 needs head.contact=True.")
+        if self.success_touch < -1:
+            raise ValueError(
+                f"head.success_touch={self.success_touch} must be -1 (off) or a gripper's index."
+            )
         if self.rests and not self.pad_holds:
             raise ValueError("head.rests=True needs head.pad_holds=True.")
         if self.arm_tracking and not self.arm_targets:

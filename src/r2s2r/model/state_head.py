@@ -1257,12 +1257,41 @@ class StateDynamicsHead(nn.Module):
             reward, success = self.reward_out(outcome), self.success_out(outcome).squeeze(-1)
         if imagined and self.cfg.head.held_success:
             success = success + self.held(latent).float().clamp_min(1e-4).log()
+        if imagined and self.cfg.head.success_touch >= 0 and self.contact:
+            sure = torch.full_like(success, self.SURE)
+            success = torch.where(self.touch_success(latent), sure, -sure)
         return {
             "state": state,
             "env_state": self._pose(latent),
             "reward_logits": reward,
             "success_logit": success,
         }
+
+    def touch_success(self, latent: torch.Tensor) -> torch.Tensor:
+        """`head.success_touch`: (...) whether the object is clear of the table (its centre more than LANDING
+        above its resting height) and a finger of gripper `head.success_touch` touches it (`touches`)."""
+        L, S = self.cfg.head.latent_dim, self.cfg.state_dim
+        _, rot, position, rel = self._grasp(latent)
+        opening = (latent[..., L : L + S] * self.joint_std + self.joint_mean)[..., self.grippers]
+        touched = self.touches(rel, rot, self._object_axes(latent), opening)[..., self.cfg.head.success_touch]
+        return touched & (position[..., 2] > self.fk.table_top + self.fk.object_rest + self.LANDING)
+
+    def touches(
+        self, rel: torch.Tensor, rot: torch.Tensor, faces: torch.Tensor, opening: torch.Tensor
+    ) -> torch.Tensor:
+        """(...,G) whether a finger of each gripper touches the object: the object (a box of half-size
+        `object_rest` about `rel` (...,G,3) in each gripper's frame, its axes `faces` (...,3,3) as columns),
+        bounded along the gripper's axes (`rot` (...,G,3,3)), overlaps the box of a finger's geometry at the
+        gripper's raw `opening` (...,G) (`GraspKinematics.fingers_at`) grown by TOUCH_MARGIN."""
+        reach = self.fk.object_rest * (rot.transpose(-1, -2) @ faces[..., None, :, :]).abs().sum(-1)
+        lower, upper = self.fk.fingers_at(opening)  # (...,G,F,3)
+        low = (rel + reach)[..., None, :] >= lower - self.TOUCH_MARGIN
+        high = (rel - reach)[..., None, :] <= upper + self.TOUCH_MARGIN
+        return (low & high).all(-1).any(-1)
+
+    SURE = 10.0  # the success logit of a certain verdict (head.success_touch)
+    # m: the finger boxes' growth that best matched the recordings' success (studies/touch_success.py)
+    TOUCH_MARGIN = 0.0
 
     def held(self, latent: torch.Tensor) -> torch.Tensor:
         """(...) whether a gripper holds the object in this state: one closed (below HOLD_CLOSED) with the

@@ -108,6 +108,7 @@ class RefineConfig:
     pushes: bool = False  # with substeps: fingers moving into an object resting on the table push it
     drops: bool = False  # with substeps and pad_holds: an object let go in mid-air falls, or is caught
     rests: bool = False  # with pad_holds: imagined fingers squeezing an object rest on it
+    success_touch: int = -1  # with contact: success = this gripper's finger touches the object off the table
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
@@ -164,6 +165,7 @@ RULES = (
     "pushes",
     "drops",
     "rests",
+    "success_touch",
     "pad_overlap",
 )
 
@@ -216,7 +218,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "held_success": cfg.held_success, "grip_servo": cfg.grip_servo, "capture": cfg.capture,
             "squeeze": cfg.squeeze, "turns": cfg.turns, "doubt": cfg.doubt, "chance": cfg.chance,
             "odds_doubt": cfg.odds_doubt, "substeps": cfg.substeps, "pushes": cfg.pushes,
-            "drops": cfg.drops, "rests": cfg.rests,
+            "drops": cfg.drops, "rests": cfg.rests, "success_touch": cfg.success_touch,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes

@@ -1,0 +1,124 @@
+"""How well the reference world's success test, read off the imagined state, matches the recorded success.
+
+gym-aloha's transfer-cube rewards success where a left finger touches the cube and the cube does not touch
+the table. `head.success_touch` asks the same of the state head's state: the cube clear of the table (its
+centre more than `StateDynamicsHead.LANDING` above its resting height) and overlapping the box of a finger
+of the left gripper (`StateDynamicsHead.touches`: the MJCF's finger geometry, grown by a margin). This study
+plays that test on the coverage recordings' own states (every STRIDE-th frame) and counts how often it
+agrees with the recorded `next.success`, for several margins; `StateDynamicsHead.TOUCH_MARGIN` is the one
+that agrees best. Beside it, the test `head.held_success` gates success with (the left holding the cube:
+closed below HOLD_CLOSED with the cube between its fingers, clear of the table).
+
+Prints the table; writes benchmarks/results/archive/touch_success.json.
+
+Usage:
+    python benchmarks/studies/touch_success.py        # ~2 minutes; needs coverage.sh's part0, part1, part4
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's GL)
+from common import machine_info, print_table, write_json  # noqa: E402
+
+# isort: split
+from r2s2r.model.state_head import StateDynamicsHead, quat_matrix  # noqa: E402
+from r2s2r.robots.kinematics import GraspKinematics  # noqa: E402
+from r2s2r.robots.spec import robot_spec  # noqa: E402
+
+STRIDE = 10  # control steps per model frame
+LEFT = 0  # the left gripper's index among the grasp frames
+MARGINS = (-0.01, -0.005, -0.002, 0.0, 0.002, 0.005, 0.01)  # m
+
+
+def frames(roots: list[str], fk: GraspKinematics) -> dict[str, torch.Tensor]:
+    """Every STRIDE-th recorded frame: the cube in each gripper's frame, the grippers' orientations and
+    openings, the cube's axes and height, and the recorded success."""
+    columns = ["frame_index", "observation.state", "observation.environment_state", "next.success"]
+    parts = []
+    for root in roots:
+        for file in sorted(glob.glob(f"{root}/data/*/*.parquet")):
+            table = pd.read_parquet(file, columns=columns)
+            parts.append(table[table.frame_index % STRIDE == 0])
+    table = pd.concat(parts)
+    state = torch.tensor(np.stack(table["observation.state"].values)).float()
+    pose = torch.tensor(np.stack(table["observation.environment_state"].values)).float()
+    point, rot = fk(state)
+    rel = (rot.transpose(-1, -2) @ (pose[:, None, :3] - point)[..., None])[..., 0]
+    return {
+        "rel": rel, "rot": rot, "faces": quat_matrix(pose[:, 3:7]), "opening": state[:, [6, 13]],
+        "z": pose[:, 2], "success": torch.tensor(table["next.success"].values.astype(bool)),
+    }  # fmt: skip
+
+
+def scores(test: torch.Tensor, truth: torch.Tensor) -> dict:
+    """Agreement, precision and recall of a boolean test against the recorded success."""
+    hits = int((test & truth).sum())
+    return {
+        "agreement": round(float((test == truth).float().mean()), 4),
+        "precision": round(hits / max(int(test.sum()), 1), 4),
+        "recall": round(hits / max(int(truth.sum()), 1), 4),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--data", default="outputs/coverage/part0,outputs/coverage/part1,outputs/coverage/part4"
+    )
+    parser.add_argument(
+        "--out", default=str(Path(__file__).parents[1] / "results/archive/touch_success.json")
+    )
+    args = parser.parse_args()
+    fk = GraspKinematics(robot_spec("aloha"))
+    f = frames(args.data.split(","), fk)
+    clear = f["z"] > fk.table_top + fk.object_rest + StateDynamicsHead.LANDING
+    rows = {}
+    for margin in MARGINS:
+        head = SimpleNamespace(fk=fk, TOUCH_MARGIN=margin)
+        touched = StateDynamicsHead.touches(head, f["rel"], f["rot"], f["faces"], f["opening"])[:, LEFT]
+        rows[f"touch {1000 * margin:+g} mm"] = scores(touched & clear, f["success"])
+    like = SimpleNamespace(
+        fk=fk, HOLD_ACROSS=StateDynamicsHead.HOLD_ACROSS, _boxed=lambda r, h: _boxed(fk, r, h)
+    )
+    gripped = StateDynamicsHead.gripped(like, f["rel"])
+    held = (gripped[:, LEFT] > 0.5) & (f["opening"][:, LEFT] < StateDynamicsHead.HOLD_CLOSED) & clear
+    rows["left holds it (head.held_success's gate)"] = scores(held, f["success"])
+    print_table(
+        f"the reference world's success test on {len(f['z'])} recorded frames ({int(f['success'].sum())}"
+        " successful) against the recorded success",
+        ["test", "agreement", "precision", "recall"],
+        [[k, f"{100 * v['agreement']:.2f} %", f"{100 * v['precision']:.1f} %", f"{100 * v['recall']:.1f} %"]
+         for k, v in rows.items()],
+    )  # fmt: skip
+    best = max(MARGINS, key=lambda m: rows[f"touch {1000 * m:+g} mm"]["agreement"])
+    print(
+        f"best margin {1000 * best:+g} mm; StateDynamicsHead.TOUCH_MARGIN = {StateDynamicsHead.TOUCH_MARGIN}"
+    )
+    write_json(Path(args.out), {
+        "machine": machine_info(), "data": args.data.split(","), "frames": len(f["z"]),
+        "successful": int(f["success"].sum()), "tests": rows, "best_margin_m": best,
+        "touch_margin_m": StateDynamicsHead.TOUCH_MARGIN,
+    })  # fmt: skip
+
+
+def _boxed(fk: GraspKinematics, rel: torch.Tensor, half: torch.Tensor) -> torch.Tensor:
+    """`StateDynamicsHead._boxed` with the head's pad softness."""
+    gap = half - (rel - fk.pad_centre).abs()
+    return torch.sigmoid(gap / StateDynamicsHead.PAD_SOFTNESS).prod(-1)
+
+
+if __name__ == "__main__":
+    main()
