@@ -57,6 +57,13 @@ success.
 |                 | grasp on the x faces, a high hand-over, the left comes up from below at 30   |
 |                 | degrees and pinches the y faces, crossed; the right opens on the slip it     |
 |                 | feels in the cube's pose after the left's tug                                |
+| `joust`         | cyclic re-planner: every 8 steps the goal is re-solved by IK and a quintic   |
+|                 | laid in joint space from the command's position and velocity; guarded moves  |
+|                 | with timeouts; top-down grasp, the right's gripper then turned level toward  |
+|                 | the left's shoulder (cube rolled a quarter turn in hand) between the         |
+|                 | shoulders; the left slides in coaxially, nose to nose, fingers crossed, and  |
+|                 | pinches the top and bottom faces; the right opens once the left's opening    |
+|                 | has come down and held still                                                 |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
