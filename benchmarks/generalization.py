@@ -154,6 +154,11 @@ Usage:
         --world_models assets/world_model_blind,assets/world_model_coverage,outputs/drops/world_model_drops \
         --out benchmarks/results/generalization_pivot.json    # the thirteenth (--families swivel: the
         # fourteenth, generalization_swivel.json); world_model_drops: the coverage head with head.drops
+    python benchmarks/generalization.py --families field --per_split 25 --samples 1 --workers 1 \
+        --output_dir outputs/bench/generalization_field \
+        --world_models assets/world_model_coverage,outputs/square/wm_rests,outputs/square/wm_turns,... \
+        --out benchmarks/results/generalization_field.json    # the fifteenth (--families joust: the
+        # sixteenth, generalization_joust.json, with outputs/touch/world_model_touch: head.success_touch)
     python benchmarks/generalization.py --families scripted --world_models ... --out /tmp/tuning.json
 """
 
