@@ -12,7 +12,8 @@ closed below HOLD_CLOSED with the cube between its fingers, clear of the table).
 Prints the table; writes benchmarks/results/archive/touch_success.json.
 
 Usage:
-    python benchmarks/studies/touch_success.py        # ~2 minutes; needs coverage.sh's part0, part1, part4
+    python benchmarks/studies/touch_success.py        # ~2 minutes; needs coverage.sh's part0, part1, part4;
+        # the tests are the committed assets/world_model_coverage head's own methods
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import argparse
 import glob
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -32,12 +32,13 @@ import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's G
 from common import machine_info, print_table, write_json  # noqa: E402
 
 # isort: split
+from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
 from r2s2r.model.state_head import StateDynamicsHead, quat_matrix  # noqa: E402
 from r2s2r.robots.kinematics import GraspKinematics  # noqa: E402
-from r2s2r.robots.spec import robot_spec  # noqa: E402
 
 STRIDE = 10  # control steps per model frame
 LEFT = 0  # the left gripper's index among the grasp frames
+ASSET = "assets/world_model_coverage"
 MARGINS = (-0.01, -0.005, -0.002, 0.0, 0.002, 0.005, 0.01)  # m
 
 
@@ -82,19 +83,16 @@ def main() -> None:
         "--out", default=str(Path(__file__).parents[1] / "results/archive/touch_success.json")
     )
     args = parser.parse_args()
-    fk = GraspKinematics(robot_spec("aloha"))
+    head = WorldModel.from_pretrained(ASSET).state_head  # the committed head's own tests
+    fk = head.fk
     f = frames(args.data.split(","), fk)
-    clear = f["z"] > fk.table_top + fk.object_rest + StateDynamicsHead.LANDING
+    clear = f["z"] > fk.table_top + fk.object_rest + head.LANDING
     rows = {}
     for margin in MARGINS:
-        head = SimpleNamespace(fk=fk, TOUCH_MARGIN=margin)
-        touched = StateDynamicsHead.touches(head, f["rel"], f["rot"], f["faces"], f["opening"])[:, LEFT]
+        head.TOUCH_MARGIN = margin
+        touched = head.touches(f["rel"], f["rot"], f["faces"], f["opening"])[:, LEFT]
         rows[f"touch {1000 * margin:+g} mm"] = scores(touched & clear, f["success"])
-    like = SimpleNamespace(
-        fk=fk, HOLD_ACROSS=StateDynamicsHead.HOLD_ACROSS, _boxed=lambda r, h: _boxed(fk, r, h)
-    )
-    gripped = StateDynamicsHead.gripped(like, f["rel"])
-    held = (gripped[:, LEFT] > 0.5) & (f["opening"][:, LEFT] < StateDynamicsHead.HOLD_CLOSED) & clear
+    held = (head.gripped(f["rel"])[:, LEFT] > 0.5) & (f["opening"][:, LEFT] < head.HOLD_CLOSED) & clear
     rows["left holds it (head.held_success's gate)"] = scores(held, f["success"])
     print_table(
         f"the reference world's success test on {len(f['z'])} recorded frames ({int(f['success'].sum())}"
@@ -112,12 +110,6 @@ def main() -> None:
         "successful": int(f["success"].sum()), "tests": rows, "best_margin_m": best,
         "touch_margin_m": StateDynamicsHead.TOUCH_MARGIN,
     })  # fmt: skip
-
-
-def _boxed(fk: GraspKinematics, rel: torch.Tensor, half: torch.Tensor) -> torch.Tensor:
-    """`StateDynamicsHead._boxed` with the head's pad softness."""
-    gap = half - (rel - fk.pad_centre).abs()
-    return torch.sigmoid(gap / StateDynamicsHead.PAD_SOFTNESS).prod(-1)
 
 
 if __name__ == "__main__":

@@ -1496,6 +1496,13 @@ def test_pushes_move_a_resting_cube_out_of_the_way_of_the_fingers(clips):
     )
 
 
+def _carried_latent(model, state: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
+    """A carried-state head's latent (latent_size,): a zero learnt part, the raw proprio `state` and object
+    `pose`, normalized as the head carries them."""
+    zeros = torch.zeros(model.config.head.latent_dim)
+    return torch.cat([zeros, model.norm("state", state), model.norm("env", pose)])
+
+
 def test_drops_let_a_released_cube_fall_and_a_closing_gripper_catch_it(clips):
     """`head.drops`: a cube held in mid-air by the right gripper (closed on it, square between its pads)
     stays with it while the command squeezes and falls freely from rest from the control step the command
@@ -1571,14 +1578,7 @@ def test_drops_let_a_released_cube_fall_and_a_closing_gripper_catch_it(clips):
     assert float(position[0, 2]) == pytest.approx(max(floor, float(cube[2]) - g / 2 * 0.2**2), abs=1e-5)
 
     # the frame's end (the tiny model's frame: 5 control steps): caught at step 3 and carried by the left
-    latent = torch.cat(
-        [
-            torch.zeros(1, cfg.head.latent_dim),
-            model.norm("state", start)[None],
-            model.norm("env", cube)[None],
-        ],
-        -1,
-    )
+    latent = _carried_latent(model, start, cube)[None]
     with torch.no_grad():
         nxt = head.step(latent, model.norm_chunks(shut[:, : cfg.frame_stride]), draw=torch.tensor([0.0]))
     end = model.unnorm("env", head.decode(nxt)["env_state"][0, 0])
@@ -1610,9 +1610,7 @@ def test_rests_keep_squeezing_fingers_on_the_cube_at_the_frame_end_and_between(c
     def ends(opening, command, after, where=cube):
         state = start.clone()
         state[13] = opening
-        latent = torch.cat(
-            [torch.zeros(cfg.head.latent_dim), model.norm("state", state), model.norm("env", where)]
-        )[None, None]
+        latent = _carried_latent(model, state, where)[None, None]
         chunk = state.repeat(1, cfg.frame_stride, 1)
         chunk[0, :, 13] = command
         nets = torch.tensor([[[0.6, after]]])  # (B,M,G) what the grasp nets said
@@ -1661,7 +1659,7 @@ def test_success_touch_is_a_left_finger_touching_the_cube_clear_of_the_table(cli
         WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, success_touch=-2))
     rules = dict(still_mode=True, contact=True, pads=True, holds=True, arm_targets=True, reads_cameras=False)
     model = _model(clips, head={**rules, "success_touch": 0})
-    head, cfg = model.state_head, model.config
+    head = model.state_head
     fk = head.fk
     start = torch.tensor(HOME)
     point, rot = fk(start[None])
@@ -1673,9 +1671,7 @@ def test_success_touch_is_a_left_finger_touching_the_cube_clear_of_the_table(cli
     def verdict(left, right, where):
         state = start.clone()
         state[6], state[13] = left, right
-        latent = torch.cat(
-            [torch.zeros(cfg.head.latent_dim), model.norm("state", state), model.norm("env", where)]
-        )[None]
+        latent = _carried_latent(model, state, where)[None]
         logit = float(head.decode(latent, imagined=True)["success_logit"][0])
         assert logit == pytest.approx(head.SURE) or logit == pytest.approx(-head.SURE)
         return logit > 0
@@ -1690,5 +1686,5 @@ def test_success_touch_is_a_left_finger_touching_the_cube_clear_of_the_table(cli
     assert not verdict(stop - 0.02, 1.0, low)
     model_right = _model(clips, head={**rules, "success_touch": 1})
     assert not model_right.state_head.touch_success(
-        torch.cat([torch.zeros(cfg.head.latent_dim), model.norm("state", start), model.norm("env", cube)])
+        _carried_latent(model, start, cube)
     )  # the right's fingers are nowhere near the left's grasp point

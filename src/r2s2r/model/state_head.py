@@ -1255,11 +1255,11 @@ class StateDynamicsHead(nn.Module):
         else:
             outcome = torch.cat([latent, self.relations(latent)], dim=-1) if self.kinematic else latent
             reward, success = self.reward_out(outcome), self.success_out(outcome).squeeze(-1)
-        if imagined and self.cfg.head.held_success:
-            success = success + self.held(latent).float().clamp_min(1e-4).log()
-        if imagined and self.cfg.head.success_touch >= 0 and self.contact:
+        if imagined and self.cfg.head.success_touch >= 0 and self.contact:  # in place of the nets and held
             sure = torch.full_like(success, self.SURE)
             success = torch.where(self.touch_success(latent), sure, -sure)
+        elif imagined and self.cfg.head.held_success:
+            success = success + self.held(latent).float().clamp_min(1e-4).log()
         return {
             "state": state,
             "env_state": self._pose(latent),
