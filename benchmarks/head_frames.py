@@ -13,10 +13,13 @@ actions), once with frames drawn from the head's state and once sampled by the v
   through the top camera onto the horizontal plane at the cube's height): how often it lands within 1 cm of
   the head's cube in the imagined frames, and of the logged cube in the logged frames (the floor: the
   detector's own error at 96x128, where the cube is a few pixels);
-- the held cube in the wrist views: a classifier trained on the first set's logged frames (per arm, the red
-  pixels in its wrist view above a threshold fitted there) against "held" in the state (the cube within
-  3 cm of that arm's grasp point and 3 cm above the table): its agreement with the head's state on imagined
-  frames, and with the logged state on the second set's logged frames;
+- the held cube in the wrist views: two classifiers trained on the first set's logged frames against
+  "held" in the state (the cube within 3 cm of that arm's grasp point and 3 cm above the table): per arm,
+  the count of red pixels in its wrist view above a threshold fitted there, and a logistic regression on
+  where in that view the red pixels lie (the red share of each 8x8 block; its L2 weight chosen by
+  cross-validation over the fit set's episodes, even against odd). Each one's agreement with the head's
+  state on imagined frames, with the logged state on the second set's logged frames (the floor), and on
+  frames drawn from the second set's logged states;
 - what a policy perceives (item 2 of the camera issue): the detector's centroid in the imagined top view
   against the logged one at the same moment, and the wrist views' red pixel counts, real against imagined.
 
@@ -35,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).parent))
 import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's GL)
@@ -87,6 +91,66 @@ def held(checker: PhysicsChecker, states: np.ndarray, poses: np.ndarray) -> np.n
 def wrist_red(images: np.ndarray) -> np.ndarray:
     """(N,V,3,H,W) frames -> (N,2) red pixels in the left and right wrist views (views 1 and 2)."""
     return np.stack([red_mask(np.moveaxis(images[:, v], 1, -1), 0.3).sum((-1, -2)) for v in (1, 2)], axis=-1)
+
+
+BLOCK = 8  # pixels: the layout classifier reads the red share of each BLOCK x BLOCK block of a wrist view
+PENALTIES = (1e-3, 1e-2, 1e-1)  # L2 weights the layout classifier chooses between by cross-validation
+
+
+def wrist_layout(images: np.ndarray) -> np.ndarray:
+    """(N,V,3,H,W) frames -> (N,2,F) the share of red pixels in each BLOCK x BLOCK block of the left and
+    right wrist views (views 1 and 2)."""
+    masks = np.stack([red_mask(np.moveaxis(images[:, v], 1, -1), 0.3) for v in (1, 2)], axis=1)
+    pooled = torch.nn.functional.avg_pool2d(torch.from_numpy(masks).float(), BLOCK)
+    return pooled.flatten(2).double().numpy()
+
+
+class LayoutClassifier:
+    """Per arm, a logistic regression on `wrist_layout` (standardized) that says whether that arm holds the
+    cube; fitted by L-BFGS with an L2 penalty chosen among PENALTIES by two-fold cross-validation over
+    episodes (even against odd), then refitted on all of them."""
+
+    def __init__(self, features: np.ndarray, labels: np.ndarray, episodes: np.ndarray):
+        self.mean, self.std = features.mean(0), features.std(0) + 1e-3
+        x = (features - self.mean) / self.std
+        even = episodes % 2 == 0
+        self.penalties, self.weights = [], []
+        for a in range(labels.shape[1]):
+            errors = [
+                sum(
+                    (
+                        self._predict(self._fit(x[tr, a], labels[tr, a], lam), x[~tr, a]) != labels[~tr, a]
+                    ).sum()
+                    for tr in (even, ~even)
+                )
+                for lam in PENALTIES
+            ]
+            self.penalties.append(PENALTIES[int(np.argmin(errors))])
+            self.weights.append(self._fit(x[:, a], labels[:, a], self.penalties[-1]))
+
+    @staticmethod
+    def _fit(x: np.ndarray, y: np.ndarray, penalty: float) -> np.ndarray:
+        X, Y = torch.from_numpy(x), torch.from_numpy(y.astype(np.float64))
+        w = torch.zeros(X.shape[1] + 1, dtype=torch.float64, requires_grad=True)
+        opt = torch.optim.LBFGS([w], max_iter=500, line_search_fn="strong_wolfe")
+
+        def loss() -> torch.Tensor:
+            opt.zero_grad()
+            value = F.binary_cross_entropy_with_logits(X @ w[:-1] + w[-1], Y) + penalty * w[:-1].pow(2).sum()
+            value.backward()
+            return value
+
+        opt.step(loss)
+        return w.detach().numpy()
+
+    @staticmethod
+    def _predict(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return x @ w[:-1] + w[-1] > 0
+
+    def __call__(self, features: np.ndarray) -> np.ndarray:
+        """(N,2,F) -> (N,2) bool: held by the left / right arm."""
+        x = (features - self.mean) / self.std
+        return np.stack([self._predict(w, x[:, a]) for a, w in enumerate(self.weights)], axis=1)
 
 
 def fit_thresholds(red: np.ndarray, label: np.ndarray) -> np.ndarray:
@@ -240,15 +304,26 @@ def main() -> None:
 
     # the held-cube classifier, trained on the fit set's logged frames
     fit = dataset(SETS["fit"][0])
-    red, label = [], []
+    red, layout, label, episode_of = [], [], [], []
     for ep in fit.episodes:
         e = fit.episode(ep)
         images = torch.stack([e[k] for k in fit.camera_keys], 1).numpy()
         red.append(wrist_red(images))
+        layout.append(wrist_layout(images))
         label.append(
             held(checker, e["observation.state"].numpy(), e["observation.environment_state"].numpy())
         )
+        episode_of.append(np.full(len(images), ep))
     thresholds = fit_thresholds(np.concatenate(red), np.concatenate(label))
+    classify = LayoutClassifier(np.concatenate(layout), np.concatenate(label), np.concatenate(episode_of))
+
+    def held_agreement(images: np.ndarray, truth: np.ndarray) -> dict:
+        """Both classifiers' agreement (both arms right) with `truth` (N,2) on frames (N,V,3,H,W)."""
+        return {
+            "held_agreement": float(((wrist_red(images) >= thresholds) == truth).all(1).mean()),
+            "held_agreement_layout": float((classify(wrist_layout(images)) == truth).all(1).mean()),
+            "held_frames": int(truth.any(1).sum()),
+        }
 
     heldout = dataset(SETS["heldout"][0])
     real = [heldout.episode(ep) for ep in heldout.episodes]
@@ -258,7 +333,7 @@ def main() -> None:
         "video": replay(model, heldout, None, args.seed),
     }
     hz = spec.control_hz / cfg.frame_stride
-    rows, figures = [], {"thresholds_red_pixels": thresholds.tolist()}
+    rows, figures = [], {"thresholds_red_pixels": thresholds.tolist(), "layout_penalties": classify.penalties}
     for name, run in [("copy_last", None), *runs.items()]:
         per = {}
         for s in SECONDS:
@@ -284,13 +359,13 @@ def main() -> None:
     found, error = cube_errors(real_top, real_poses, camera)
     real_held = held(checker, real_states, real_poses)
     real_red = wrist_red(np.concatenate(real_frames))
+    drawn = head_frames(torch.from_numpy(real_states), torch.from_numpy(real_poses)).numpy()
+    logged = np.concatenate(real_frames)
     checks = {
-        "logged": {
-            **cube_figures(found, error, real_poses),
-            "held_agreement": float(((real_red >= thresholds) == real_held).all(1).mean()),
-            "held_frames": int(real_held.any(1).sum()),
-        }
-    }
+        "logged": {**cube_figures(found, error, real_poses), **held_agreement(logged, real_held)},
+        "drawn_from_logged": {**cube_figures(*cube_errors(drawn[:, 0], real_poses, camera), real_poses),
+                              **held_agreement(drawn, real_held)},
+    }  # fmt: skip
     for name, run in runs.items():
         poses, states = np.concatenate(run["poses"]), np.concatenate(run["states"])
         images = np.concatenate(run["frames"])
@@ -304,8 +379,7 @@ def main() -> None:
                 shifts.append(np.hypot(da[0] - db[0], da[1] - db[1]))
         checks[name] = {
             **cube_figures(f, e, poses),
-            "held_agreement": float(((r >= thresholds) == h).all(1).mean()),
-            "held_frames": int(h.any(1).sum()),
+            **held_agreement(images, h),
             "perceived_centroid_shift_px_median": float(np.median(shifts)) if shifts else None,
             "perceived_wrist_red_abs_diff_median": float(np.median(np.abs(r - real_red))),
         }
@@ -313,12 +387,12 @@ def main() -> None:
     print_table(
         "the cube in the top view (found, and within 1 cm where found: on the table / lifted) and the held "
         "cube in the wrist views",
-        ["frames", "found", "within 1 cm", "median cm", "held agreement", "held frames"],
+        ["frames", "found", "within 1 cm", "median cm", "held: red count / red layout", "held frames"],
         [
             [k, f"{c['cube_detected']:.1%}",
              f"{c['on_table']['within_1cm']:.1%} / {c['lifted']['within_1cm']:.1%}",
              f"{_cm(c['on_table']['median_cm'])} / {_cm(c['lifted']['median_cm'])}",
-             f"{c['held_agreement']:.1%}", c["held_frames"]]
+             f"{c['held_agreement']:.1%} / {c['held_agreement_layout']:.1%}", c["held_frames"]]
             for k, c in checks.items()
         ],
     )  # fmt: skip
