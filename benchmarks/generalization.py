@@ -53,6 +53,11 @@ a user will see on their own policies. This benchmark ranks families kept out of
     pointing at the left's shoulder, the left slides in nose to nose on the same axis and pinches the top
     and bottom faces, written by another engineer after `head.success_touch` was built and the rule for
     keeping it set, apart from the model (benchmarks/families/);
+  - `teleop`: a simulated human teleoperator: overlapping minimum-jerk sub-movements aimed at what it saw
+    a reaction delay ago, tremor, a lagging leader-to-follower mapping, closes by feel; and `shoot`: a
+    sampling-based planner (the cross-entropy method over joint-space via-points scored by forward
+    kinematics, no IK). Both written by other engineers after the rule for keeping head.turns,
+    head.rests and head.success_touch together was set, apart from the model (benchmarks/families/);
   - `act_cam`: LeRobot ACT checkpoints along one run that reads the top view and the joint state only
     (as ACT's own simulated transfer-cube policies; no cube pose), trained from scratch on 120 rendered
     episodes of the nominal demonstrator; `act_cam_small`: a run on 30 others. Rendered logs, ranked on
@@ -189,7 +194,7 @@ from r2s2r.training.head import head_openloop, read_episodes  # noqa: E402
 
 SCRIPTED_FAMILIES = (
     "waypoint", "jointspace", "pincer", "relay", "retry", "rate", "stall", "overlap", "table", "nudge",
-    "catch", "pivot", "swivel", "field", "joust", "camera",
+    "catch", "pivot", "swivel", "field", "joust", "teleop", "shoot", "camera",
 )  # fmt: skip
 # camera-only policies: rendered logs, ranked on the video path
 VIDEO_FAMILIES = ("camera", "act_cam", "act_cam_small")
@@ -366,6 +371,20 @@ KEPT_OUT_OF = {
         " commit log (told not to read them), its settings tuned on real success only; its real logs and"
         " the second real run were made first, then assets/world_model_coverage (as committed) and the same"
         " head with head.success_touch were each ranked on it once; nothing was changed after",
+    },
+    "teleop": {
+        "training_data": "checked against provenance.json",
+        "design_decisions": "none: written in one sitting by another engineer (with shoot, by a third) after"
+        " head.turns, head.rests and head.success_touch were built and the rule for keeping the three"
+        " together was set (judged on teleop and shoot pooled), apart from the model, its results, analyses"
+        " and commit log (told not to read them), its settings tuned on real success only; its real logs and"
+        " the second real run were made first, then assets/world_model_coverage (as committed), the same"
+        " head with the three rules and the blind asset were each ranked on it once; nothing was changed"
+        " after",
+    },
+    "shoot": {
+        "training_data": "checked against provenance.json",
+        "design_decisions": "none: the same as teleop (written at the same time by another engineer)",
     },
     "act_cam": {
         "training_data": "checked against provenance.json",

@@ -64,6 +64,30 @@ success.
 |                 | shoulders; the left slides in coaxially, nose to nose, fingers crossed, and  |
 |                 | pinches the top and bottom faces; the right opens once the left's opening    |
 |                 | has come down and held still                                                 |
+| `teleop`        | simulated human at a leader arm, seeing the state `delay` steps late: each   |
+|                 | hand sums overlapping minimum-jerk sub-movements, each aimed at the error    |
+|                 | it sees (efference copy of those under way), covering only part of it, a     |
+|                 | new one every 160-300 ms; 8-12 Hz tremor on the hand, IK every step, a       |
+|                 | low-pass lag to the follower; the right comes 60 degrees down from its       |
+|                 | front corner, wrist rolled to square the fingers to the x faces, closes by   |
+|                 | feel (squeezes until the opening stalls, then past it), pitches its wrist    |
+|                 | up to 25 degrees on the carry to a hand-over left of centre, in front; the   |
+|                 | left comes up the right's own axis from below, fingers crossed, tips short   |
+|                 | of the right's (each hand holds one half); the right opens once it sees,     |
+|                 | late, the left's finger opening come down and hold still; or, impatient,     |
+|                 | on seeing the left's hand arrive                                             |
+| `shoot`         | sampling-based optimizer, no IK anywhere: each phase's joint goal is chosen  |
+|                 | by cross-entropy search (CEM) scored by FK alone (wrist centre, then wrist,  |
+|                 | then all six joints); a second CEM bends a Bezier path for table clearance   |
+|                 | and, for the left, a keep-out around the right's wrist; played on a          |
+|                 | minimum-jerk clock. The right grasps from the cube's +y side, pitched 60     |
+|                 | degrees down, on its x faces, and turns its gripper top-down on the way to   |
+|                 | a high hand-over right of the centre, the cube hanging below its fingers;    |
+|                 | the left reaches across from -x, 20 degrees down, and pinches the free y     |
+|                 | faces, its fingers either side of the right's; the right opens once the      |
+|                 | left's opening has come down and held still; flaws: sample budget, travel    |
+|                 | weight, biased cube reading, wrong table height, short horizon, weak close,  |
+|                 | early release, joint-command noise                                           |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
