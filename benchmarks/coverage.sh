@@ -193,11 +193,12 @@ tensors = {k: v.half() if v.dim() >= 2 and not k.startswith("state_head.") else 
 save_file(tensors, sys.argv[2], metadata={"format": "pt", "library": "r2s2r"})
 PY
   cp $D/head_pushes/{config.json,provenance.json} assets/world_model_small/appearance.* $A.tmp/
-  # head.drops (no weights: a cube let go in mid-air falls, or is caught), kept on family 14 (docs/benchmarks.md)
+  # head.drops (no weights: a cube let go in mid-air falls, or is caught), kept on family 14; head.turns,
+  # head.rests and head.success_touch together, kept on families 17 and 18 pooled (docs/benchmarks.md)
   $BIN/python - $A.tmp/config.json <<'PY'
 import json, sys
 config = json.load(open(sys.argv[1]))
-config["head"]["drops"] = True
+config["head"].update(drops=True, turns=True, rests=True, success_touch=0)
 open(sys.argv[1], "w").write(json.dumps(config, indent=2))
 PY
   [ -f $A/README.md ] && cp $A/README.md $A.tmp/

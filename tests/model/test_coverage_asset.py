@@ -31,14 +31,17 @@ def test_the_coverage_asset_saw_no_held_out_family_and_its_own_sources_are_caugh
 
 
 def test_the_coverage_asset_is_the_chosen_head_and_draws_frames_from_its_state():
-    """head_pushes' rules and head.drops, no camera read by the head; from a pose-only start (no image
-    anywhere) 1 s of imagined frames toward a lifted left shoulder: the arms follow, the resting cube stays
-    on the table where no finger comes, and the drawn frames have the logs' size and value range."""
+    """head_pushes' rules, head.drops, and head.turns, head.rests and head.success_touch (kept on families
+    17 and 18); no camera read by the head; from a pose-only start (no image anywhere) 1 s of imagined
+    frames toward a lifted left shoulder: the arms follow, the resting cube stays on the table where no
+    finger comes, and the drawn frames have the logs' size and value range."""
     model = WorldModel.from_pretrained(ASSET)
     head = model.config.head
     assert not head.reads_cameras
-    for rule in ("pads", "takes", "pad_holds", "held_success", "substeps", "pushes", "drops", "arm_tracking"):
+    rules = ("pads", "takes", "pad_holds", "held_success", "substeps", "pushes", "drops", "arm_tracking")
+    for rule in (*rules, "turns", "rests"):
         assert getattr(head, rule), rule
+    assert head.success_touch == 0  # gym-aloha's own test: a finger of gripper 0 (the left) touches the cube
     assert not head.stops  # head_approach_nostops' weights
     frames = HeadFrames.from_pretrained(ASSET, robot_spec("aloha"))
     env = WorldModelEnv(model, num_envs=2, render=True, seed=0, head_frames=frames)
