@@ -164,6 +164,12 @@ Usage:
         --world_models assets/world_model_coverage,outputs/square/wm_rests,outputs/square/wm_turns,... \
         --out benchmarks/results/generalization_field.json    # the fifteenth (--families joust: the
         # sixteenth, generalization_joust.json, with outputs/touch/world_model_touch: head.success_touch)
+    python benchmarks/generalization.py --families teleop --per_split 25 --samples 1 --workers 2 \
+        --output_dir outputs/bench/generalization_teleop \
+        --world_models assets/world_model_coverage,outputs/combo/wm_combo,assets/world_model_blind \
+        --out benchmarks/results/generalization_teleop.json   # the seventeenth (--families shoot: the
+        # eighteenth, generalization_shoot.json); wm_combo: head.turns, head.rests, head.success_touch,
+        # kept on the two pooled (studies/pooled.py, archive/pooled_combo.json)
     python benchmarks/generalization.py --families scripted --world_models ... --out /tmp/tuning.json
 """
 
