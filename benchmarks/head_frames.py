@@ -101,7 +101,7 @@ def wrist_layout(images: np.ndarray) -> np.ndarray:
     """(N,V,3,H,W) frames -> (N,2,F) the share of red pixels in each BLOCK x BLOCK block of the left and
     right wrist views (views 1 and 2)."""
     masks = np.stack([red_mask(np.moveaxis(images[:, v], 1, -1), 0.3) for v in (1, 2)], axis=1)
-    pooled = torch.nn.functional.avg_pool2d(torch.from_numpy(masks).float(), BLOCK)
+    pooled = F.avg_pool2d(torch.from_numpy(masks).float(), BLOCK)
     return pooled.flatten(2).double().numpy()
 
 
