@@ -115,18 +115,18 @@ class LayoutClassifier:
         x = (features - self.mean) / self.std
         even = episodes % 2 == 0
         self.penalties, self.weights = [], []
-        for a in range(labels.shape[1]):
-            errors = [
-                sum(
-                    (
-                        self._predict(self._fit(x[tr, a], labels[tr, a], lam), x[~tr, a]) != labels[~tr, a]
-                    ).sum()
-                    for tr in (even, ~even)
-                )
-                for lam in PENALTIES
-            ]
+        for x_arm, y_arm in zip(np.moveaxis(x, 1, 0), labels.T, strict=True):
+            errors = [self._misses(x_arm, y_arm, even, penalty) for penalty in PENALTIES]
             self.penalties.append(PENALTIES[int(np.argmin(errors))])
-            self.weights.append(self._fit(x[:, a], labels[:, a], self.penalties[-1]))
+            self.weights.append(self._fit(x_arm, y_arm, self.penalties[-1]))
+
+    @classmethod
+    def _misses(cls, x: np.ndarray, y: np.ndarray, even: np.ndarray, penalty: float) -> int:
+        """Frames missed in two-fold cross-validation: fitted on half the episodes, read on the rest."""
+        return sum(
+            int((cls._predict(cls._fit(x[fit], y[fit], penalty), x[~fit]) != y[~fit]).sum())
+            for fit in (even, ~even)
+        )
 
     @staticmethod
     def _fit(x: np.ndarray, y: np.ndarray, penalty: float) -> np.ndarray:
@@ -355,12 +355,12 @@ def main() -> None:
     # the cube where the head says, and the held cube, on imagined frames; the floor on logged ones
     real_poses = np.concatenate([e["observation.environment_state"].numpy() for e in real])
     real_states = np.concatenate([e["observation.state"].numpy() for e in real])
-    real_top = np.concatenate([f[:, 0] for f in real_frames])
+    logged = np.concatenate(real_frames)
+    real_top = logged[:, 0]
     found, error = cube_errors(real_top, real_poses, camera)
     real_held = held(checker, real_states, real_poses)
-    real_red = wrist_red(np.concatenate(real_frames))
+    real_red = wrist_red(logged)
     drawn = head_frames(torch.from_numpy(real_states), torch.from_numpy(real_poses)).numpy()
-    logged = np.concatenate(real_frames)
     checks = {
         "logged": {**cube_figures(found, error, real_poses), **held_agreement(logged, real_held)},
         "drawn_from_logged": {**cube_figures(*cube_errors(drawn[:, 0], real_poses, camera), real_poses),
