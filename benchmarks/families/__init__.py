@@ -88,6 +88,14 @@ success.
 |                 | left's opening has come down and held still; flaws: sample budget, travel    |
 |                 | weight, biased cube reading, wrong table height, short horizon, weak close,  |
 |                 | early release, joint-command noise                                           |
+| `mimic`         | learned: an MLP trained by behaviour cloning (DART-noised demos of its own   |
+|                 | scripted expert) reads proprio, the cube pose and a phase clock and predicts |
+|                 | 10-action chunks, averaged over overlapping chunks (ACT's temporal           |
+|                 | ensembling); the expert grasps from +x, 55 degrees down, on the y faces, and |
+|                 | meets the left nose to nose at a high hand-over left of centre, both pitched |
+|                 | 40 degrees down, the left pinching the y faces on the cube's -x half;        |
+|                 | settings are a user's runs: early checkpoints, 3 or 6 demos, a narrow net,   |
+|                 | clean demos only, joint-command noise, open-loop chunks                      |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
