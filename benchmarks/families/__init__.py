@@ -96,6 +96,14 @@ success.
 |                 | 40 degrees down, the left pinching the y faces on the cube's -x half;        |
 |                 | settings are a user's runs: early checkpoints, 3 or 6 demos, a narrow net,   |
 |                 | clean demos only, joint-command noise, open-loop chunks                      |
+| `kalman`        | acts on an estimate: a simulated camera (noise, a drifting bias, dropped and |
+|                 | late readings, readings pulled toward fingers within 6 cm) feeds a Kalman    |
+|                 | filter (constant velocity, decaying; once a finger opening shows a hold, the |
+|                 | cube fixed in that gripper); a joint-velocity MPC over 6 steps solved by     |
+|                 | regularised least squares follows a minimum-jerk path to a goal that moves   |
+|                 | with the estimate; top-down grasp on the y faces, a low hand-over on the     |
+|                 | left's side, the left comes in level from the front and pinches the free x   |
+|                 | faces; the right lets go once the left's opening has stalled on the cube     |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
