@@ -170,6 +170,12 @@ Usage:
         --out benchmarks/results/generalization_teleop.json   # the seventeenth (--families shoot: the
         # eighteenth, generalization_shoot.json); wm_combo: head.turns, head.rests, head.success_touch,
         # kept on the two pooled (studies/pooled.py, archive/pooled_combo.json)
+    python benchmarks/generalization.py --families mimic --per_split 25 --samples 1 --workers 1 \
+        --output_dir outputs/bench/generalization_mimic \
+        --world_models assets/world_model_coverage,outputs/chance/wm_chance,assets/world_model_blind \
+        --out benchmarks/results/generalization_mimic.json    # the nineteenth (--families kalman: the
+        # twentieth, generalization_kalman.json); wm_chance: the committed head with head.chance, not kept
+        # on the two pooled (archive/pooled_chance.json)
     python benchmarks/generalization.py --families scripted --world_models ... --out /tmp/tuning.json
 """
 
