@@ -1688,3 +1688,28 @@ def test_success_touch_is_a_left_finger_touching_the_cube_clear_of_the_table(cli
     assert not model_right.state_head.touch_success(
         _carried_latent(model, start, cube)
     )  # the right's fingers are nowhere near the left's grasp point
+
+
+def test_touch_finger_counts_only_the_finger_the_reference_world_names(clips):
+    """`head.touch_finger`: gym-aloha's transfer-cube success names one finger geom of the left gripper
+    (10_left_gripper_finger, the first in the MJCF's order). A cube in mid-air against the left gripper's
+    other finger only, the gripper wide open, is a success for any finger and not for finger 0; against
+    finger 0 only, it is one either way. Bad values are refused."""
+    with pytest.raises(ValueError, match="head.touch_finger=0"):
+        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, touch_finger=0))
+    with pytest.raises(ValueError, match="head.touch_finger=-2"):
+        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, success_touch=0, touch_finger=-2))
+    rules = dict(still_mode=True, contact=True, pads=True, holds=True, arm_targets=True, reads_cameras=False)
+    start = torch.tensor(HOME)
+    start[6] = 1.0  # the left wide open: its fingers' inner faces 3.5 cm either side of the grasp point
+    verdicts = {}
+    for finger in (-1, 0):
+        model = _model(clips, head={**rules, "success_touch": 0, "touch_finger": finger})
+        head = model.state_head
+        assert head.fk.finger_names[0][0] == ("vx300s_left/10_left_gripper_finger",)
+        point, rot = head.fk(start[None])
+        for side in (-1.0, 1.0):  # toward finger 1 (it opens along -y), toward finger 0 (+y)
+            where = point[0, 0] + rot[0, 0, :, 1] * side * 0.045  # 4.5 cm along the closing axis
+            cube = torch.cat([where, _quaternion(rot[0, 0].double().numpy())])
+            verdicts[finger, side] = bool(head.touch_success(_carried_latent(model, start, cube)))
+    assert verdicts == {(-1, -1.0): True, (-1, 1.0): True, (0, -1.0): False, (0, 1.0): True}

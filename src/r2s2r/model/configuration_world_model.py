@@ -119,6 +119,9 @@ class StateHeadConfig:
     # this gripper (its index among the robot's grasp frames; ALOHA transfer-cube: 0, the left), in place
     # of the grasp nets' success and head.held_success; -1: off.
     success_touch: int = -1
+    # With success_touch: only this finger of that gripper counts (its index in the MJCF's order,
+    # GraspKinematics.finger_names), as the reference world names one finger geom; -1: any finger.
+    touch_finger: int = -1
 
     def __post_init__(self) -> None:
         if not 1 <= self.pose_modes <= 8:
@@ -166,6 +169,11 @@ class StateHeadConfig:
         if self.success_touch < -1:
             raise ValueError(
                 f"head.success_touch={self.success_touch} must be -1 (off) or a gripper's index."
+            )
+        if self.touch_finger < -1 or (self.touch_finger >= 0 and self.success_touch < 0):
+            raise ValueError(
+                f"head.touch_finger={self.touch_finger} must be -1 (any finger) or, with head.success_touch"
+                " >= 0, a finger's index in the MJCF's order."
             )
         if self.rests and not self.pad_holds:
             raise ValueError("head.rests=True needs head.pad_holds=True.")

@@ -1269,25 +1269,36 @@ class StateDynamicsHead(nn.Module):
 
     def touch_success(self, latent: torch.Tensor) -> torch.Tensor:
         """`head.success_touch`: (...) whether the object is clear of the table (its centre more than LANDING
-        above its resting height) and a finger of gripper `head.success_touch` touches it (`touches`)."""
+        above its resting height) and a finger of gripper `head.success_touch` touches it (`touches`): with
+        `head.touch_finger`, that finger only."""
         L, S = self.cfg.head.latent_dim, self.cfg.state_dim
         _, rot, position, rel = self._grasp(latent)
         opening = (latent[..., L : L + S] * self.joint_std + self.joint_mean)[..., self.grippers]
-        touched = self.touches(rel, rot, self._object_axes(latent), opening)[..., self.cfg.head.success_touch]
-        return touched & (position[..., 2] > self.fk.table_top + self.fk.object_rest + self.LANDING)
+        finger = self.cfg.head.touch_finger
+        touched = self.touches(rel, rot, self._object_axes(latent), opening, finger)
+        return touched[..., self.cfg.head.success_touch] & (
+            position[..., 2] > self.fk.table_top + self.fk.object_rest + self.LANDING
+        )
 
     def touches(
-        self, rel: torch.Tensor, rot: torch.Tensor, faces: torch.Tensor, opening: torch.Tensor
+        self,
+        rel: torch.Tensor,
+        rot: torch.Tensor,
+        faces: torch.Tensor,
+        opening: torch.Tensor,
+        finger: int = -1,
     ) -> torch.Tensor:
         """(...,G) whether a finger of each gripper touches the object: the object (a box of half-size
         `object_rest` about `rel` (...,G,3) in each gripper's frame, its axes `faces` (...,3,3) as columns),
         bounded along the gripper's axes (`rot` (...,G,3,3)), overlaps the box of a finger's geometry at the
-        gripper's raw `opening` (...,G) (`GraspKinematics.fingers_at`) grown by TOUCH_MARGIN."""
+        gripper's raw `opening` (...,G) (`GraspKinematics.fingers_at`) grown by TOUCH_MARGIN. `finger` >= 0:
+        only that finger (its index in the MJCF's order, `GraspKinematics.finger_names`); -1: any."""
         reach = self.fk.object_rest * (rot.transpose(-1, -2) @ faces[..., None, :, :]).abs().sum(-1)
         lower, upper = self.fk.fingers_at(opening)  # (...,G,F,3)
         low = (rel + reach)[..., None, :] >= lower - self.TOUCH_MARGIN
         high = (rel - reach)[..., None, :] <= upper + self.TOUCH_MARGIN
-        return (low & high).all(-1).any(-1)
+        each = (low & high).all(-1)  # (...,G,F)
+        return each.any(-1) if finger < 0 else each[..., finger]
 
     SURE = 10.0  # the success logit of a certain verdict (head.success_touch)
     # m: the finger boxes' growth that best matched the recordings' success (studies/touch_success.py)

@@ -92,12 +92,7 @@ def _open_fingers(model, body_name: str, point) -> tuple[list[tuple[np.ndarray, 
 
     data = mujoco.MjData(model)
     body = model.body(body_name).id
-    slides = [
-        j
-        for j in range(model.njnt)
-        if model.body_parentid[model.jnt_bodyid[j]] == body
-        and model.jnt_type[j] == mujoco.mjtJoint.mjJNT_SLIDE
-    ]
+    slides = _slides(model, body)
     if not slides:
         raise ValueError(f"{body_name} has no finger on a slide joint in the MJCF; turn head.pads off.")
     for j in slides:
@@ -151,6 +146,24 @@ def pad_box(
     centre, half = (low + high) / 2, (high - low) / 2
     centre[axis], half[axis] = 0.0, max(min(gaps) - object_half, 1e-3)
     return centre, half, fingers[0][2] - float(min(gaps)), axis
+
+
+def _slides(model, body: int) -> list[int]:
+    """The slide joints of the bodies under `body` (its fingers), in the MJCF's order."""
+    import mujoco
+
+    return [
+        j
+        for j in range(model.njnt)
+        if model.body_parentid[model.jnt_bodyid[j]] == body
+        and model.jnt_type[j] == mujoco.mjtJoint.mjJNT_SLIDE
+    ]
+
+
+def finger_names(model, body_name: str) -> tuple[tuple[str, ...], ...]:
+    """The geom names of each finger under `body_name`, in the order of `finger_boxes` (the MJCF's)."""
+    bodies = [model.jnt_bodyid[j] for j in _slides(model, model.body(body_name).id)]
+    return tuple(tuple(model.geom(g).name for g in np.flatnonzero(model.geom_bodyid == b)) for b in bodies)
 
 
 def finger_boxes(model, body_name: str, point) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
@@ -251,6 +264,8 @@ class GraspKinematics(nn.Module):
         )
         self.finger_travel = frames.get("finger_travel")
         lower, upper, opens, self.finger_widest = finger_boxes(model, frames["bodies"][0], frames["point"])
+        # each gripper's fingers' geom names, in finger_boxes' order (head.touch_finger picks one by index)
+        self.finger_names = tuple(finger_names(model, body) for body in frames["bodies"])
         for name, value in (("finger_lower", lower), ("finger_upper", upper), ("finger_opens", opens)):
             self.register_buffer(name, torch.tensor(value).float(), persistent=False)
 

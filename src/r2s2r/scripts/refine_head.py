@@ -39,8 +39,9 @@ with the head; its errors (radians, target alone vs tracked) go into refine.json
 
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
 --stops, --balance, --pad_holds, --takes, --held_success, --grip_servo, --capture, --squeeze, --turns,
---doubt, --chance, --odds_doubt, --substeps, --pushes, --drops, --rests, --success_touch, --pad_overlap) on
-a refined head, fits the tracking model, the grippers' servo and the grasp odds, and writes the world model.
+--doubt, --chance, --odds_doubt, --substeps, --pushes, --drops, --rests, --success_touch, --touch_finger,
+--pad_overlap) on a refined head, fits the tracking model, the grippers' servo and the grasp odds, and writes
+the world model.
 Other flags must then match the checkpoint's head (they would rebuild it, untrained); that is refused.
 
 --still_mode adds a pose mode "the cube stays exactly where it is", with its odds; training picks it
@@ -173,7 +174,9 @@ gripper 0 (ALOHA: the left; gym-aloha's transfer-cube rewards a left finger touc
 table), in place of the grasp nets' success and --held_success. On the coverage recordings' own states
 the test agrees with the recorded success on 99.3 % of frames (benchmarks/studies/touch_success.py).
 Without it a left that touches the cube while the right still holds it, which the reference world counts
-as a success, is not one in imagination. -1 (the default) turns it off.
+as a success, is not one in imagination. -1 (the default) turns it off. --touch_finger=0 counts only
+that finger of the gripper (its index in the MJCF's order; ALOHA: 0 is 10_left_gripper_finger, the one
+finger gym-aloha's test names; -1, the default: any finger).
 
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds; each imagined episode of WorldModelEnv follows one, drawn once by the odds.
