@@ -117,6 +117,33 @@ def test_appending_batches_reads_no_recorded_frames(tmp_path, monkeypatch):
     assert list(cache.rglob("*.arrow"))  # the check above could fail: a reader does fill the cache
 
 
+def test_resume_with_tuple_policy_kwargs_continues(tmp_path):
+    """Policy kwargs given as tuples are recorded as JSON lists; resuming with the same tuples is the same
+    setting, not a changed one (a family's FAMILY_SETTINGS may hold tuples)."""
+    root = tmp_path / "ds"
+    kwargs = {"joints": (8, 9)}
+    record(
+        tiny_record_config(
+            root, num_episodes=2, policy_path="helpers.policies:make_reach", policy_kwargs=kwargs
+        )
+    )
+    summary = record(
+        tiny_record_config(
+            root, num_episodes=4, policy_path="helpers.policies:make_reach", policy_kwargs=kwargs
+        )
+    )
+    assert summary.num_episodes == 4
+    with pytest.raises(ValueError, match=r"cannot resume .*policy_kwargs: recorded \{'joints': \[8, 9\]\}"):
+        record(
+            tiny_record_config(
+                root,
+                num_episodes=6,
+                policy_path="helpers.policies:make_reach",
+                policy_kwargs={"joints": (8,)},
+            )
+        )
+
+
 def test_resume_with_other_settings_is_refused(tmp_path):
     root = tmp_path / "ds"
     record(tiny_record_config(root, num_episodes=2, policy_path="helpers.policies:make_reach"))

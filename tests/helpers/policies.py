@@ -7,10 +7,11 @@ import torch
 
 
 class Reach:
-    """Moves the right shoulder towards `target` in `steps` steps from wherever the episode starts."""
+    """Moves the `joints` (default: the right shoulder) towards `target` in `steps` steps from wherever the
+    episode starts."""
 
-    def __init__(self, target: float = -0.5, steps: int = 20):
-        self.target, self.steps, self.t, self.start = target, steps, 0, None
+    def __init__(self, target: float = -0.5, steps: int = 20, joints: tuple[int, ...] = (8,)):
+        self.target, self.steps, self.joints, self.t, self.start = target, steps, list(joints), 0, None
 
     def reset(self) -> None:
         self.t, self.start = 0, None
@@ -22,7 +23,7 @@ class Reach:
         alpha = min(1.0, self.t / self.steps)
         self.t += 1
         action = self.start.clone()
-        action[:, 8] = (1 - alpha) * self.start[:, 8] + alpha * self.target
+        action[:, self.joints] = (1 - alpha) * self.start[:, self.joints] + alpha * self.target
         return action
 
 

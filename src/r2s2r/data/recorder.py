@@ -14,6 +14,7 @@ reproduces the same episode whatever the batch size or how often the run was int
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import shutil
 import tempfile
@@ -97,7 +98,8 @@ class RecordConfig:
             "task": w.task, "cameras": list(w.cameras), "image_height": w.image_height,
             "image_width": w.image_width, "ood_margin": w.ood_margin, "episode_length": self.episode_length,
             "distribution": self.distribution, "seed": self.seed, "policy_path": self.policy.path,
-            "policy_kwargs": self.policy.kwargs, "vcodec": self.vcodec, "fps": fps,
+            "policy_kwargs": json.loads(json.dumps(self.policy.kwargs)),  # as recorded: tuples are lists
+            "vcodec": self.vcodec, "fps": fps,
         }  # fmt: skip
 
 
