@@ -9,6 +9,13 @@ agrees with the recorded `next.success`, for several margins; `StateDynamicsHead
 that agrees best. Beside it, the test `head.held_success` gates success with (the left holding the cube:
 closed below HOLD_CLOSED with the cube between its fingers, clear of the table).
 
+gym-aloha's test names one finger geom of the left gripper (`10_left_gripper_finger`), not any finger:
+`head.touch_finger` counts only it. The study plays both on the coverage frames, and, per episode, on the
+real logs of every held-out family that `benchmarks/generalization.py` has recorded (`--logs`): how often
+"the test passes at some recorded frame" agrees with the episode's recorded success, and the mean gap
+between the rates per policy (points). These are the real states, so the gap is the test's own error,
+before any imagination.
+
 Prints the table; writes benchmarks/results/archive/touch_success.json.
 
 Usage:
@@ -38,6 +45,7 @@ from r2s2r.robots.kinematics import GraspKinematics  # noqa: E402
 
 STRIDE = 10  # control steps per model frame
 LEFT = 0  # the left gripper's index among the grasp frames
+NAMED = 0  # the finger gym-aloha's transfer-cube test names (10_left_gripper_finger; `finger_names`)
 ASSET = "assets/world_model_coverage"
 MARGINS = (-0.01, -0.005, -0.002, 0.0, 0.002, 0.005, 0.01)  # m
 
@@ -45,7 +53,8 @@ MARGINS = (-0.01, -0.005, -0.002, 0.0, 0.002, 0.005, 0.01)  # m
 def frames(roots: list[str], fk: GraspKinematics) -> dict[str, torch.Tensor]:
     """Every STRIDE-th recorded frame: the cube in each gripper's frame, the grippers' orientations and
     openings, the cube's axes and height, and the recorded success."""
-    columns = ["frame_index", "observation.state", "observation.environment_state", "next.success"]
+    columns = ["episode_index", "frame_index", "observation.state", "observation.environment_state"]
+    columns.append("next.success")
     parts = []
     for root in roots:
         for file in sorted(glob.glob(f"{root}/data/*/*.parquet")):
@@ -59,6 +68,7 @@ def frames(roots: list[str], fk: GraspKinematics) -> dict[str, torch.Tensor]:
     return {
         "rel": rel, "rot": rot, "faces": quat_matrix(pose[:, 3:7]), "opening": state[:, [6, 13]],
         "z": pose[:, 2], "success": torch.tensor(table["next.success"].values.astype(bool)),
+        "episode": table["episode_index"].values,
     }  # fmt: skip
 
 
@@ -82,6 +92,11 @@ def main() -> None:
     parser.add_argument(
         "--out", default=str(Path(__file__).parents[1] / "results/archive/touch_success.json")
     )
+    parser.add_argument(
+        "--logs",
+        default="outputs/bench/generalization_*/logs/*/*",
+        help="glob of real-log roots, one per policy",
+    )
     args = parser.parse_args()
     head = WorldModel.from_pretrained(ASSET).state_head  # the committed head's own tests
     fk = head.fk
@@ -94,6 +109,9 @@ def main() -> None:
         rows[f"touch {1000 * margin:+g} mm"] = scores(touched & clear, f["success"])
     held = (head.gripped(f["rel"])[:, LEFT] > 0.5) & (f["opening"][:, LEFT] < head.HOLD_CLOSED) & clear
     rows["left holds it (head.held_success's gate)"] = scores(held, f["success"])
+    head.TOUCH_MARGIN = StateDynamicsHead.TOUCH_MARGIN
+    named = head.touches(f["rel"], f["rot"], f["faces"], f["opening"], NAMED)[:, LEFT]
+    rows["touch, the named finger only (head.touch_finger)"] = scores(named & clear, f["success"])
     print_table(
         f"the reference world's success test on {len(f['z'])} recorded frames ({int(f['success'].sum())}"
         " successful) against the recorded success",
@@ -105,11 +123,53 @@ def main() -> None:
     print(
         f"best margin {1000 * best:+g} mm; StateDynamicsHead.TOUCH_MARGIN = {StateDynamicsHead.TOUCH_MARGIN}"
     )
+    families = per_family(head, sorted(glob.glob(args.logs)))
     write_json(Path(args.out), {
         "machine": machine_info(), "data": args.data.split(","), "frames": len(f["z"]),
         "successful": int(f["success"].sum()), "tests": rows, "best_margin_m": best,
-        "touch_margin_m": StateDynamicsHead.TOUCH_MARGIN,
+        "touch_margin_m": StateDynamicsHead.TOUCH_MARGIN, "named_finger": NAMED, "logs": args.logs,
+        "families": families,
     })  # fmt: skip
+
+
+def per_episode(test: torch.Tensor, episode: np.ndarray) -> np.ndarray:
+    """(E,) whether a per-frame boolean `test` (N,) passes at some frame of each episode (`episode`: (N,))."""
+    return pd.Series(test.numpy()).groupby(episode).any().to_numpy()
+
+
+def per_family(head: StateDynamicsHead, roots: list[str]) -> dict:
+    """Per family of real logs (`roots`, one per policy): episodes, and for any finger and the named one
+    the share of episodes whose verdict agrees with the recorded success and the mean per-policy gap."""
+    fk, found = head.fk, {}
+    for root in roots:
+        f = frames([root], fk)
+        clear = f["z"] > fk.table_top + fk.object_rest + head.LANDING
+        truth = per_episode(f["success"], f["episode"])
+        family = found.setdefault(Path(root).parent.name, {"episodes": 0, "any": [], "named": []})
+        family["episodes"] += len(truth)
+        for name, finger in (("any", -1), ("named", NAMED)):
+            test = head.touches(f["rel"], f["rot"], f["faces"], f["opening"], finger)[:, LEFT] & clear
+            verdict = per_episode(test, f["episode"])
+            gap = 100 * abs(verdict.mean() - truth.mean())
+            family[name].append((int((verdict == truth).sum()), float(gap)))
+    out = {}
+    for name, fam in sorted(found.items()):
+        out[name] = {"episodes": fam["episodes"], "policies": len(fam["any"])}
+        for test in ("any", "named"):
+            agree = sum(a for a, _ in fam[test]) / fam["episodes"]
+            gap = float(np.mean([g for _, g in fam[test]]))
+            out[name][test] = {"agreement": round(agree, 4), "gap_points": round(gap, 1)}
+    print_table(
+        "the success test on the real logs' states, per family: episodes whose verdict agrees with the"
+        " recorded success / mean gap of the per-policy rate (points)",
+        ["family", "policies", "episodes", "any finger", "the named finger"],
+        [
+            [name, v["policies"], v["episodes"]]
+            + [f"{100 * v[t]['agreement']:.1f} % / {v[t]['gap_points']:.1f}" for t in ("any", "named")]
+            for name, v in out.items()
+        ],
+    )
+    return out
 
 
 if __name__ == "__main__":
