@@ -104,6 +104,13 @@ success.
 |                 | with the estimate; top-down grasp on the y faces, a low hand-over on the     |
 |                 | left's side, the left comes in level from the front and pinches the free x   |
 |                 | faces; the right lets go once the left's opening has stalled on the cube     |
+| `tree`          | a behaviour tree ticked every control step: sequences, fallbacks and         |
+|                 | conditions (cube between the fingers, grip closed on it, grasp holds,        |
+|                 | lifted, at the hand-over, left has it) over straight Cartesian moves with    |
+|                 | speed and acceleration limits, IK every step; recoveries re-pick a missed or |
+|                 | dropped cube and retry a failed take; the right holds the cube top-down by   |
+|                 | its upper half, the left takes it level from behind (+y), pinching the lower |
+|                 | half of the free x faces under the right's finger tips                       |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
