@@ -206,7 +206,8 @@ from r2s2r.training.head import head_openloop, read_episodes  # noqa: E402
 
 SCRIPTED_FAMILIES = (
     "waypoint", "jointspace", "pincer", "relay", "retry", "rate", "stall", "overlap", "table", "nudge",
-    "catch", "pivot", "swivel", "field", "joust", "teleop", "shoot", "mimic", "kalman", "tree", "camera",
+    "catch", "pivot", "swivel", "field", "joust", "teleop", "shoot", "mimic", "kalman", "tree", "tuned",
+    "camera",
 )  # fmt: skip
 # camera-only policies: rendered logs, ranked on the video path
 VIDEO_FAMILIES = ("camera", "act_cam", "act_cam_small")

@@ -111,6 +111,15 @@ success.
 |                 | dropped cube and retry a failed take; the right holds the cube top-down by   |
 |                 | its upper half, the left takes it level from behind (+y), pinching the lower |
 |                 | half of the free x faces under the right's finger tips                       |
+| `tuned`         | tuned by episodic RL in the reference world: 15 parameters (grasp offsets,   |
+|                 | approach, close levels, lift, hand-over point, the left's offsets, phase     |
+|                 | times, release) of keyframes solved once by IK and joined by minimum-jerk    |
+|                 | joint moves, chosen by cross-entropy search on the env's staged reward; the  |
+|                 | right comes in from its own side on the y faces, the left comes straight     |
+|                 | down and pinches the x faces; the tuned policies exploit the reward: the     |
+|                 | cube slips from the right's shallow grasp and the left picks it up from the  |
+|                 | table (reward 4 all the same); settings are checkpoints of the search, a     |
+|                 | small or narrow run, a lift-only reward, action noise                        |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
