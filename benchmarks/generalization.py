@@ -176,6 +176,11 @@ Usage:
         --out benchmarks/results/generalization_mimic.json    # the nineteenth (--families kalman: the
         # twentieth, generalization_kalman.json); wm_chance: the committed head with head.chance, not kept
         # on the two pooled (archive/pooled_chance.json)
+    python benchmarks/generalization.py --families tree --per_split 25 --samples 1 --workers 1 \
+        --output_dir outputs/bench/generalization_tree \
+        --world_models assets/world_model_coverage,outputs/finger/wm_finger,assets/world_model_blind \
+        --out benchmarks/results/generalization_tree.json     # the twenty-first (--families tuned: the
+        # twenty-second, generalization_tuned.json); wm_finger: the committed head with head.touch_finger
     python benchmarks/generalization.py --families scripted --world_models ... --out /tmp/tuning.json
 """
 
