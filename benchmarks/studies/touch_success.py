@@ -53,8 +53,9 @@ MARGINS = (-0.01, -0.005, -0.002, 0.0, 0.002, 0.005, 0.01)  # m
 def frames(roots: list[str], fk: GraspKinematics) -> dict[str, torch.Tensor]:
     """Every STRIDE-th recorded frame: the cube in each gripper's frame, the grippers' orientations and
     openings, the cube's axes and height, and the recorded success."""
-    columns = ["episode_index", "frame_index", "observation.state", "observation.environment_state"]
-    columns.append("next.success")
+    columns = [
+        "episode_index", "frame_index", "observation.state", "observation.environment_state", "next.success",
+    ]  # fmt: skip
     parts = []
     for root in roots:
         for file in sorted(glob.glob(f"{root}/data/*/*.parquet")):
