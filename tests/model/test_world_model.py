@@ -1206,6 +1206,38 @@ def test_doubt_rises_at_the_balance_edge_and_stays_for_the_episode(clips):
     assert head.outcome_spread(metres=True) is None
 
 
+def test_balance_margin_moves_the_balance_edge(clips):
+    """`head.balance_margin`: the balance rule's edge (m inside the pads' faces across gravity). A cube
+    between the left fingers with its centre 1 mm inside the faces is balanced to sigmoid((0.001 - edge) /
+    softness): sigmoid(-4) at the default 3 mm, sigmoid(6) at -2 mm; one 3 mm outside them, sigmoid(-2) at
+    -2 mm. Values outside [-2, 2] cm are refused."""
+    with pytest.raises(ValueError, match="head.balance_margin=0.05"):
+        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, pads=True, balance_margin=0.05))
+    assert WorldModelConfig.tiny().head.balance_margin == StateDynamicsHead.BALANCE_MARGIN
+    rules = dict(still_mode=True, contact=True, pads=True, balance=True)
+    soft = StateDynamicsHead.BALANCE_SOFTNESS
+    got, want = {}, {}
+    for edge in (0.003, -0.002):
+        model = _model(clips, head={**rules, "balance_margin": edge})
+        head, L = model.state_head, model.config.head.latent_dim
+        grasp, _ = _contact_probe(model, 5)
+        state = torch.tensor(HOME)
+        state[6] = 0.95
+        point, rot = grasp(state)
+        across, reach, centre = _across_faces(head.fk, rot)
+        for inside in (0.001, -0.003):
+            offset = centre + (reach - inside) * across
+            pose = torch.cat([torch.tensor(point + rot @ offset, dtype=torch.float32), _quaternion(rot)])
+            latent = torch.cat(
+                [torch.zeros(1, L), model.norm("state", state)[None], model.norm("env", pose)[None]], -1
+            )
+            got[edge, inside] = float(head.balanced(latent)[0, 0])
+            want[edge, inside] = 1 / (1 + math.exp(-(inside - edge) / soft))
+    assert got == pytest.approx(want, abs=2e-3)
+    assert got[0.003, 0.001] < 0.5 < got[-0.002, 0.001]
+    assert got[-0.002, -0.003] < 0.5
+
+
 def test_chance_takes_a_grasp_with_its_odds_drawn_once_per_gripper(clips):
     """`head.chance`: a gripper closing on a cube centred between its pads (far inside the balance edge) takes
     it where the grasp's odds beat its luck. With the squeeze's edge set at 0.1 and width 0.02, a command

@@ -58,6 +58,9 @@ class StateHeadConfig:
     # centre lies over its pads' faces across gravity; held off-centre, it turns out of the grip as it is
     # lifted.
     balance: bool = False
+    # m: with balance, how far inside the pads' faces across gravity the object's centre must lie (negative:
+    # outside them); the default is StateDynamicsHead.BALANCE_MARGIN.
+    balance_margin: float = 0.003
     # With pads and holds, imagined steps: a closed gripper holds the object only between its pads, and
     # rigidly (no slip accumulates frame after frame while it carries it).
     pad_holds: bool = False
@@ -136,6 +139,8 @@ class StateHeadConfig:
             raise ValueError("head.pads=True needs head.contact=True.")
         if not 0.0 <= self.pad_overlap < 0.05:
             raise ValueError(f"head.pad_overlap={self.pad_overlap} must be in [0, 0.05) m.")
+        if not -0.02 <= self.balance_margin <= 0.02:
+            raise ValueError(f"head.balance_margin={self.balance_margin} must be in [-0.02, 0.02] m.")
         for rule in (
             "stops",
             "balance",

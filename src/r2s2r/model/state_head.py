@@ -607,16 +607,17 @@ class StateDynamicsHead(nn.Module):
     ROOM_CAP = 0.1  # m: balance margins beyond this count as this (faces lying flat: +inf)
 
     def balanced(self, latent: torch.Tensor) -> torch.Tensor:
-        """`head.balance`: (...,G) in [0,1], whether the object's centre lies at least BALANCE_MARGIN inside
-        each gripper's pad faces across gravity (`GraspKinematics.balance_margin`: the MJCF's faces, along
-        their plane's horizontal direction), soft at BALANCE_SOFTNESS. Held outside it, the object's weight
-        turns it about the pads and it leaves the grip as it is lifted."""
+        """`head.balance`: (...,G) in [0,1], whether the object's centre lies at least `head.balance_margin`
+        inside each gripper's pad faces across gravity (`GraspKinematics.balance_margin`: the MJCF's faces,
+        along their plane's horizontal direction), soft at BALANCE_SOFTNESS. Held outside it, the object's
+        weight turns it about the pads and it leaves the grip as it is lifted."""
         _, rot, _, rel = self._grasp(latent)
         margin = self.fk.balance_margin(rel, rot)
-        return torch.sigmoid((margin - self.BALANCE_MARGIN) / self.BALANCE_SOFTNESS)
+        return torch.sigmoid((margin - self.cfg.head.balance_margin) / self.BALANCE_SOFTNESS)
 
     # m: of 200 coverage grasps with the cube's centre less than 3 mm inside the faces (or outside them) 5
-    # lifted it, 18 % of those 3-6 mm inside, 86 % of those 2 cm inside (benchmarks/studies/grasp_margins.py)
+    # lifted it, 18 % of those 3-6 mm inside, 86 % of those 2 cm inside (benchmarks/studies/grasp_margins.py);
+    # head.balance_margin's default
     BALANCE_MARGIN = 0.003
     BALANCE_SOFTNESS = 0.0005  # m: how sharply the balance cuts
 
@@ -1350,7 +1351,7 @@ class StateDynamicsHead(nn.Module):
         near = self.gripped(rel).mean(1) > 0.5  # (B,G)
         edges = []
         if self.cfg.head.balance:
-            margin = self.fk.balance_margin(rel, rot).mean(1) - self.BALANCE_MARGIN
+            margin = self.fk.balance_margin(rel, rot).mean(1) - self.cfg.head.balance_margin
             edges.append((margin / self.DOUBT_WIDTH["balance"]).pow(2))
         if self.cfg.head.squeeze:
             depth = self.stop_opening(latent).mean(1) - self._commands(chunk) - self.SQUEEZE

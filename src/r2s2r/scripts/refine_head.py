@@ -40,8 +40,8 @@ with the head; its errors (radians, target alone vs tracked) go into refine.json
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
 --stops, --balance, --pad_holds, --takes, --held_success, --grip_servo, --capture, --squeeze, --turns,
 --doubt, --chance, --odds_doubt, --substeps, --pushes, --drops, --rests, --success_touch, --touch_finger,
---pad_overlap) on a refined head, fits the tracking model, the grippers' servo and the grasp odds, and writes
-the world model.
+--balance_margin, --pad_overlap) on a refined head, fits the tracking model, the grippers' servo and the
+grasp odds, and writes the world model.
 Other flags must then match the checkpoint's head (they would rebuild it, untrained); that is refused.
 
 --still_mode adds a pose mode "the cube stays exactly where it is", with its odds; training picks it
@@ -81,7 +81,8 @@ square, what the reference world reads), whatever the grasp net predicts.
 gripper starts to carry the cube only where the cube's centre lies over its pads' faces across gravity
 (along the faces' horizontal direction, within the MJCF's faces). Held beside that, the cube's weight
 turns it about the pads and it slips out as it is lifted: in the reference world a top-down grasp 2.5 cm
-along the fingers' width lifts the cube, one 3 cm along it does not.
+along the fingers' width lifts the cube, one 3 cm along it does not. --balance_margin (m, default 0.003)
+is how far inside the faces the centre must lie; negative: that far outside them still carries.
 
 --pad_holds (with --pads and --holds; the same kind of rule): a closed gripper holds the cube in mid-air
 only where the cube lies between its pads, and rigidly: without it a held cube could slip up to 5 mm a

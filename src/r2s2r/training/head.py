@@ -110,6 +110,7 @@ class RefineConfig:
     rests: bool = False  # with pad_holds: imagined fingers squeezing an object rest on it
     success_touch: int = -1  # with contact: success = this gripper's finger touches the object off the table
     touch_finger: int = -1  # with success_touch: only this finger (MJCF order) counts; -1: any finger
+    balance_margin: float = 0.003  # m, with balance: the object's centre at least this far inside the faces
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
@@ -168,6 +169,7 @@ RULES = (
     "rests",
     "success_touch",
     "touch_finger",
+    "balance_margin",
     "pad_overlap",
 )
 
@@ -221,7 +223,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "squeeze": cfg.squeeze, "turns": cfg.turns, "doubt": cfg.doubt, "chance": cfg.chance,
             "odds_doubt": cfg.odds_doubt, "substeps": cfg.substeps, "pushes": cfg.pushes,
             "drops": cfg.drops, "rests": cfg.rests, "success_touch": cfg.success_touch,
-            "touch_finger": cfg.touch_finger,
+            "touch_finger": cfg.touch_finger, "balance_margin": cfg.balance_margin,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes

@@ -1,0 +1,196 @@
+"""Where imagination first parts from the real log: the first frame of each open-loop replay at which the
+imagined cube stands more than `APART` from the logged one, and what was happening there.
+
+`benchmarks/generalization.py` replays each ranked family's logs with the state head (`head_openloop`:
+the logged actions from the first logged frame, no policy in the loop) and reports the object error at
+1 / 3 / 6 s and the outcome agreement. That says how far imagination strays, not where. Here every
+replayed episode's imagined cube (mean over the ensemble) is laid beside the logged one frame by frame; at the
+first frame from which they stand more than `APART` apart for `PERSIST` frames, the parting is put in one
+of five kinds:
+
+- `imagined lift`: the imagined cube is up (more than `UP` above where it started), the logged one is not;
+- `missed lift`: the logged cube is up, the imagined one is not;
+- `dropped in log`: both are up, the logged one is falling (it loses more than `FALL` over the next frame);
+- `apart in the air`: both are up otherwise (held offset, handed to another hand, dropped in imagination);
+- `on the table`: neither is up (pushed, slid, tipped).
+
+Beside each, the hand (`left` / `right`) whose grasp point is nearest the cube that is up (the logged one
+where neither or both are), from the logged joints through the head's own kinematics. Per family it tables
+the replayed outcome against the logged one, and for the episodes whose outcomes disagree, the kind of their
+first parting, split by direction (imagined success where the log failed, and the reverse).
+
+All families ranked so far are spent (each was ranked once with the head it was fresh for), so this reads
+their logs to choose what to fix next; the fix is then judged on families written after it.
+
+Usage:
+    python benchmarks/studies/divergence.py                # ~10 min, 2 cores: every family's logs
+    python benchmarks/studies/divergence.py --episodes 4 --logs "outputs/bench/generalization_tuned/logs/*/*"
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+import r2s2r.robots.aloha  # noqa: E402, F401  (torch + triton before MuJoCo's GL)
+from common import machine_info, print_table, write_json  # noqa: E402
+
+# isort: split
+from r2s2r.model.modeling_world_model import WorldModel  # noqa: E402
+from r2s2r.training.head import read_episodes, start_env, trunk_features  # noqa: E402
+
+APART = 0.03  # m: imagined and logged cube centres further apart than this have parted
+UP = 0.015  # m above the starting height: the cube is up
+PERSIST = 3  # model frames (0.6 s) the two must stay apart: a lift a frame early or late is no parting
+FALL = 0.01  # m lost over one model frame: the logged cube is falling
+KINDS = ("imagined lift", "missed lift", "dropped in log", "apart in the air", "on the table")
+HANDS = ("left", "right")  # the head's grippers, in order
+
+
+@torch.no_grad()
+def replay(model: WorldModel, ep: dict[str, torch.Tensor]) -> dict:
+    """One episode's logged actions replayed by the head: imagined cube positions (T,3) after each chunk
+    (frame t+1 of the log), whether imagination ever succeeded, and the logged outcome."""
+    head = model.state_head
+    latent = head.encode_features(
+        trunk_features(model, ep)[:1],
+        model.norm("state", ep["observation.state"][:1].float()),
+        start_env(model, ep),
+    )
+    chunks = model.norm_chunks(ep["action"].float())
+    poses, success = [], False
+    for t in range(len(chunks) - 1):  # the last chunk has no logged frame after it
+        latent = head.step(latent, chunks[t : t + 1])
+        pred = head.decode(latent, imagined=True)
+        success |= bool(pred["success_logit"].sigmoid().mean() > 0.5)
+        poses.append(model.unnorm("env", pred["env_state"].mean(1))[0, :3])
+    return {
+        "imagined": torch.stack(poses),
+        "logged": ep["observation.environment_state"][1 : len(chunks), :3].float(),
+        "states": ep["observation.state"][1 : len(chunks)].float(),
+        "imagined_success": success,
+        "real_success": bool(ep["episode_success"]) if "episode_success" in ep else False,
+    }
+
+
+def parting(model: WorldModel, r: dict) -> dict | None:
+    """The first frame from which the imagined cube stays more than APART from the logged one, its kind and
+    the hand nearest the cube that is up there; None where they never part."""
+    gap = (r["imagined"] - r["logged"]).norm(dim=-1)
+    far = (gap > APART).float()
+    stays = torch.nn.functional.max_pool1d(-far[None], PERSIST, 1)[0] < 0  # far over frames t .. t+PERSIST-1
+    apart = torch.nonzero(stays)
+    if not len(apart):
+        return None
+    t = int(apart[0])
+    rest = float(r["logged"][0, 2])
+    real_up, imag_up = float(r["logged"][t, 2]) > rest + UP, float(r["imagined"][t, 2]) > rest + UP
+    if imag_up and not real_up:
+        kind, cube = "imagined lift", r["imagined"][t]
+    elif real_up and not imag_up:
+        kind, cube = "missed lift", r["logged"][t]
+    elif real_up:
+        after = r["logged"][min(t + 1, len(gap) - 1), 2]
+        kind = "dropped in log" if float(r["logged"][t, 2] - after) > FALL else "apart in the air"
+        cube = r["logged"][t]
+    else:
+        kind, cube = "on the table", r["logged"][t]
+    point, _ = model.state_head.fk(r["states"][t : t + 1])  # (1,G,3) the grasp points, from the logged joints
+    hand = HANDS[int((point[0] - cube).norm(dim=-1).argmin())]
+    return {"frame": t, "kind": kind, "hand": hand, "gap_m": round(float(gap[t]), 3)}
+
+
+def family_rows(model: WorldModel, roots: list[str], episodes: int) -> dict[str, dict]:
+    """Per family: each replayed episode's outcome pair and first parting."""
+    out: dict[str, dict] = {}
+    for root in roots:
+        family, policy = Path(root).parts[-2:]
+        for ep in read_episodes(root, model, episodes):
+            r = replay(model, ep)
+            part = parting(model, r)
+            out.setdefault(family, {"episodes": []})["episodes"].append({
+                "policy": policy, "real": r["real_success"], "imagined": r["imagined_success"],
+                "parting": part,
+            })  # fmt: skip
+        print(f"{family}/{policy}: {len(out[family]['episodes'])} episodes", flush=True)
+    return out
+
+
+def summary(episodes: list[dict]) -> dict:
+    """Outcome agreement and, per direction of disagreement, the kinds (and hands) of first partings."""
+    false_success = [e for e in episodes if e["imagined"] and not e["real"]]
+    false_failure = [e for e in episodes if e["real"] and not e["imagined"]]
+
+    def kinds(group: list[dict]) -> dict[str, int]:
+        c = Counter(f"{e['parting']['kind']} ({e['parting']['hand']})" if e["parting"] else "never apart"
+                    for e in group)  # fmt: skip
+        return dict(c.most_common())
+
+    return {
+        "episodes": len(episodes),
+        "agreement": round(float(np.mean([e["real"] == e["imagined"] for e in episodes])), 3),
+        "false_success": len(false_success),
+        "false_failure": len(false_failure),
+        "false_success_kinds": kinds(false_success),
+        "false_failure_kinds": kinds(false_failure),
+        "all_kinds": kinds(episodes),
+    }
+
+
+def top(kinds: dict[str, int], n: int = 2) -> str:
+    return ", ".join(f"{k} {v}" for k, v in list(kinds.items())[:n]) or "-"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", default="assets/world_model_coverage", help="world model directory")
+    parser.add_argument(
+        "--logs",
+        default="outputs/bench/generalization_*/logs/*/*",
+        help="glob of real-log roots, one per policy",
+    )
+    parser.add_argument("--episodes", type=int, default=10, help="logged episodes per policy (the first N)")
+    parser.add_argument(
+        "--out",
+        default=str(Path(__file__).parents[1] / "results/archive/divergence.json"),
+        help="JSON written",
+    )
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    model = WorldModel.from_pretrained(args.model)
+    roots = [r for r in sorted(glob.glob(args.logs)) if Path(r, "meta").is_dir()]
+    if not roots:
+        sys.exit(f"no LeRobot logs match --logs {args.logs!r}; run benchmarks/generalization.py first.")
+    families = family_rows(model, roots, args.episodes)
+    summaries = {f: summary(v["episodes"]) for f, v in families.items()}
+    pooled = summary([e for v in families.values() for e in v["episodes"]])
+    print_table(
+        f"{args.model}: logged actions replayed open loop; the first parting (> {100 * APART:.0f} cm) of the "
+        "episodes whose outcome imagination gets wrong",
+        ["family", "episodes", "agreement", "false success: first parting", "false failure: first parting"],
+        [[f, s["episodes"], f"{100 * s['agreement']:.0f} %",
+          f"{s['false_success']}: {top(s['false_success_kinds'])}",
+          f"{s['false_failure']}: {top(s['false_failure_kinds'])}"]
+         for f, s in [*summaries.items(), ("pooled", pooled)]],
+    )  # fmt: skip
+    for direction in ("false_success_kinds", "false_failure_kinds", "all_kinds"):
+        print(f"pooled {direction.replace('_', ' ')}: {top(pooled[direction], 12)}")
+    write_json(Path(args.out), {
+        "machine": machine_info(), "model": args.model, "logs": args.logs,
+        "episodes_per_policy": args.episodes,
+        "apart_m": APART, "up_m": UP, "fall_m": FALL, "families": summaries, "pooled": pooled,
+        "per_episode": families,
+    })  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
