@@ -120,6 +120,16 @@ success.
 |                 | cube slips from the right's shallow grasp and the left picks it up from the  |
 |                 | table (reward 4 all the same); settings are checkpoints of the search, a     |
 |                 | small or narrow run, a lift-only reward, action noise                        |
+| `dmp`           | Dynamic Movement Primitives: a kinematic keyframe teacher's task-space paths |
+|                 | (TCP x, y, z and gripper heading, pitch, roll) for 1-9 cube poses are cut    |
+|                 | into primitives (reach, carry, approach, retreats) and fitted by LWR, one    |
+|                 | discrete DMP per dimension (spring-damper + Gaussian forcing of a phase); at |
+|                 | run time goals sit on the observed cube, DMPs integrate at 50 Hz, IK every   |
+|                 | step, grippers switch when a phase runs out; top-down grasp on the y faces,  |
+|                 | tilted 35 degrees down toward -x at a hand-over above the centre, the left   |
+|                 | comes up the same axis nose to nose and pinches the other half; settings:    |
+|                 | basis count, demos, Ijspeert scaling, tau fast/slow, phase stopping gain,    |
+|                 | pose bias, goal coupling off                                                 |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
