@@ -130,6 +130,15 @@ success.
 |                 | comes up the same axis nose to nose and pinches the other half; settings:    |
 |                 | basis count, demos, Ijspeert scaling, tau fast/slow, phase stopping gain,    |
 |                 | pose bias, goal coupling off                                                 |
+| `rrt`           | sampling-based planning: each transit (right to its pre-grasp, right         |
+|                 | carrying, left to its staging) is planned per phase by RRT-Connect in the    |
+|                 | arm's 6-D joint space from IK goals, checked against capsules from MuJoCo FK |
+|                 | (table plane, cube sphere, the other arm, the held cube), shortcut, then one |
+|                 | trapezoid under joint velocity/acceleration limits; approaches and lifts are |
+|                 | straight IK lines; top-down grasp on the x faces, tips 1.5 cm up, high hand- |
+|                 | over at the centre; the left comes level from -x once the cube is there and  |
+|                 | pinches the lower y faces; settings: fast/slow limits, raw paths with big    |
+|                 | steps, random IK branch, 1-iteration budget, too wide a margin               |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).

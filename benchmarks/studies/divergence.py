@@ -19,6 +19,13 @@ where neither or both are), from the logged joints through the head's own kinema
 the replayed outcome against the logged one, and for the episodes whose outcomes disagree, the kind of their
 first parting, split by direction (imagined success where the log failed, and the reverse).
 
+Beside it, the right hand's first close on the resting cube in each log (its opening falling through
+`CLOSING`, the cube within 8 cm of its grasp point and not yet moved): where the cube's centre lies then
+across gravity against the pads' faces (`GraspKinematics.balance_margin`, on the logged state, a frame
+after the close began), whether it lay between the pads (`between_pads`), and whether the cube was lifted
+`LIFTED` within the next 2 s. `head.balance` cuts at `head.balance_margin` (3 mm inside, from the coverage
+recordings): this table shows where real policies' grasps lift.
+
 All families ranked so far are spent (each was ranked once with the head it was fresh for), so this reads
 their logs to choose what to fix next; the fix is then judged on families written after it.
 
@@ -50,6 +57,9 @@ APART = 0.03  # m: imagined and logged cube centres further apart than this have
 UP = 0.015  # m above the starting height: the cube is up
 PERSIST = 3  # model frames (0.6 s) the two must stay apart: a lift a frame early or late is no parting
 FALL = 0.01  # m lost over one model frame: the logged cube is falling
+CLOSING = 0.8  # normalized opening: a gripper falling through it has started to close
+LIFTED = 0.07  # m above the starting height: the grasp lifted the cube
+MARGIN_BINS = (-1.0, -0.006, -0.003, -0.002, -0.001, 0.0, 0.003, 0.006, 0.02, 1.0)  # m, balance margin edges
 KINDS = ("imagined lift", "missed lift", "dropped in log", "apart in the air", "on the table")
 HANDS = ("left", "right")  # the head's grippers, in order
 
@@ -107,6 +117,42 @@ def parting(model: WorldModel, r: dict) -> dict | None:
     return {"frame": t, "kind": kind, "hand": hand, "gap_m": round(float(gap[t]), 3)}
 
 
+@torch.no_grad()
+def first_close(model: WorldModel, ep: dict[str, torch.Tensor]) -> dict | None:
+    """The right hand's first close on the resting cube in a log (see the module docstring): its balance
+    margin (m) and between-pads value a frame after, and whether the cube was lifted within 2 s."""
+    head, right = model.state_head, 1
+    state = ep["observation.state"].float()
+    pose = ep["observation.environment_state"].float()
+    point, rot = head.fk(state)
+    rel = (rot.transpose(-1, -2) @ (pose[:, None, :3] - point)[..., None])[..., 0]
+    opening, rest = state[:, head.grippers[right]], pose[0, 2]
+    fps = round(len(state) / 8)  # model frames per second (8 s episodes)
+    for t in range(1, len(state) - 1):
+        closing = opening[t - 1] > CLOSING >= opening[t]
+        if closing and rel[t, right].norm() < 0.08 and pose[t, 2] < rest + 0.005:
+            k = t + 1
+            return {
+                "margin_m": round(float(head.fk.balance_margin(rel[k : k + 1], rot[k : k + 1])[0, right]), 4),
+                "between": round(float(head.between_pads(rel[k : k + 1])[0, right]), 3),
+                "lifted": bool((pose[k : k + 2 * fps, 2] > rest + LIFTED).any()),
+            }
+    return None
+
+
+def margin_rows(episodes: list[dict]) -> list[list]:
+    """Right-hand first closes between the pads, by balance margin: how many, and how many lifted the cube."""
+    closes = [e["close"] for e in episodes if e["close"] and e["close"]["between"] > 0.5]
+    rows = []
+    for lo, hi in zip(MARGIN_BINS[:-1], MARGIN_BINS[1:], strict=True):
+        got = [c["lifted"] for c in closes if lo <= c["margin_m"] < hi]
+        rate = f"{100 * np.mean(got):.0f} %" if got else "-"
+        rows.append([f"{1000 * lo:+.0f} .. {1000 * hi:+.0f}", len(got), sum(got), rate])
+    outside = [e["close"]["lifted"] for e in episodes if e["close"] and e["close"]["between"] <= 0.5]
+    rows.append(["not between the pads", len(outside), sum(outside), f"{100 * np.mean(outside):.0f} %"])
+    return rows
+
+
 def family_rows(model: WorldModel, roots: list[str], episodes: int) -> dict[str, dict]:
     """Per family: each replayed episode's outcome pair and first parting."""
     out: dict[str, dict] = {}
@@ -117,7 +163,7 @@ def family_rows(model: WorldModel, roots: list[str], episodes: int) -> dict[str,
             part = parting(model, r)
             out.setdefault(family, {"episodes": []})["episodes"].append({
                 "policy": policy, "real": r["real_success"], "imagined": r["imagined_success"],
-                "parting": part,
+                "parting": part, "close": first_close(model, ep),
             })  # fmt: skip
         print(f"{family}/{policy}: {len(out[family]['episodes'])} episodes", flush=True)
     return out
@@ -184,10 +230,21 @@ def main() -> None:
     )  # fmt: skip
     for direction in ("false_success_kinds", "false_failure_kinds", "all_kinds"):
         print(f"pooled {direction.replace('_', ' ')}: {top(pooled[direction], 12)}")
+    everything = [e for v in families.values() for e in v["episodes"]]
+    margins = margin_rows(everything)
+    print_table(
+        "the right hand's first close on the resting cube in the logs, by balance margin (mm inside the"
+        f" pads' faces; head.balance cuts at {1000 * model.config.head.balance_margin:+.0f} mm): lifted"
+        f" {100 * LIFTED:.0f} cm within 2 s",
+        ["margin (mm)", "grasps", "lifted", "rate"],
+        margins,
+    )
     write_json(Path(args.out), {
         "machine": machine_info(), "model": args.model, "logs": args.logs,
         "episodes_per_policy": args.episodes,
         "apart_m": APART, "up_m": UP, "fall_m": FALL, "families": summaries, "pooled": pooled,
+        "first_close_by_margin": [dict(zip(["margin_mm", "grasps", "lifted", "rate"], r, strict=True))
+                                  for r in margins],
         "per_episode": families,
     })  # fmt: skip
 
