@@ -495,6 +495,25 @@ KEPT_OUT_OF = {
 }
 
 
+# Families whose real logs (the first 10 episodes of each policy) benchmarks/studies/divergence.py read, after
+# their verdicts, before head.balance_margin was put on trial (outputs/balance/decision_rule.txt).
+BALANCE_SPENT = (
+    "catch", "field", "pincer", "relay", "joust", "kalman", "mimic", "nudge", "overlap", "pivot", "rate",
+    "retry", "shoot", "stall", "swivel", "table", "teleop", "tree", "tuned",
+)  # fmt: skip
+BALANCE_LATER = (
+    "after its verdict, its real logs informed head.balance_margin (benchmarks/studies/divergence.py: where"
+    " the committed head's open loop first parts from them, and the right hand's first closes by balance"
+    " margin), and pincer and joust were its gate"
+)
+
+
+def kept_out_of(family: str) -> dict | str:
+    """What a family was kept out of (KEPT_OUT_OF), with what its logs informed later."""
+    kept = KEPT_OUT_OF.get(family, "nothing: the tuning set")
+    return {**kept, "later": BALANCE_LATER} if family in BALANCE_SPENT and isinstance(kept, dict) else kept
+
+
 def held_out_zoo(families: tuple[str, ...]) -> dict[str, dict]:
     """name -> {path, kwargs, family}: every named setting of the scripted families, every ACT checkpoint;
     `scripted` is the tuning set instead (rank.py's demonstrator presets), never a held-out family."""
@@ -834,7 +853,7 @@ def main() -> None:
         }  # fmt: skip
     write_json(Path(args.out), {
         "machine": machine_info(), "settings": vars(args), "real_runs_s": real_s, "zoo": zoo,
-        "kept_out_of": {f: KEPT_OUT_OF.get(f, "nothing: the tuning set") for f in args.families.split(",")},
+        "kept_out_of": {f: kept_out_of(f) for f in args.families.split(",")},
         "tuning_set": "benchmarks/rank.py --state_only's zoo (scripted demonstrator presets, ACT run A)",
         "models": models,
         "targets": {"spearman": 0.9, "calibration_mae_points": 10, "calibration_slope": [0.8, 1.2]},
