@@ -58,6 +58,9 @@ a user will see on their own policies. This benchmark ranks families kept out of
     sampling-based planner (the cross-entropy method over joint-space via-points scored by forward
     kinematics, no IK). Both written by other engineers after the rule for keeping head.turns,
     head.rests and head.success_touch together was set, apart from the model (benchmarks/families/);
+  - `mimic`, `kalman`, `tree`, `tuned`, `dmp` (dynamic movement primitives fitted to its own teacher) and
+    `rrt` (RRT-Connect in joint space): each written by another engineer apart from the model, after the
+    rule for the candidate it judged was set (its `kept_out_of`);
   - `act_cam`: LeRobot ACT checkpoints along one run that reads the top view and the joint state only
     (as ACT's own simulated transfer-cube policies; no cube pose), trained from scratch on 120 rendered
     episodes of the nominal demonstrator; `act_cam_small`: a run on 30 others. Rendered logs, ranked on
@@ -181,6 +184,11 @@ Usage:
         --world_models assets/world_model_coverage,outputs/finger/wm_finger,assets/world_model_blind \
         --out benchmarks/results/generalization_tree.json     # the twenty-first (--families tuned: the
         # twenty-second, generalization_tuned.json); wm_finger: the committed head with head.touch_finger
+    python benchmarks/generalization.py --families dmp --per_split 25 --samples 1 --workers 1 \
+        --output_dir outputs/bench/generalization_dmp \
+        --world_models assets/world_model_coverage,outputs/balance/wm_balance,assets/world_model_blind \
+        --out benchmarks/results/generalization_dmp.json      # the twenty-third (--families rrt: the
+        # twenty-fourth, generalization_rrt.json); wm_balance: the committed head, head.balance_margin -2 mm
     python benchmarks/generalization.py --families scripted --world_models ... --out /tmp/tuning.json
 """
 

@@ -30,7 +30,7 @@ All families ranked so far are spent (each was ranked once with the head it was 
 their logs to choose what to fix next; the fix is then judged on families written after it.
 
 Usage:
-    python benchmarks/studies/divergence.py                # ~10 min, 2 cores: every family's logs
+    python benchmarks/studies/divergence.py --skip dmp,rrt  # ~10 min, 2 cores: the logs of families 4-22
     python benchmarks/studies/divergence.py --episodes 4 --logs "outputs/bench/generalization_tuned/logs/*/*"
 """
 
@@ -202,8 +202,9 @@ def main() -> None:
     parser.add_argument(
         "--logs",
         default="outputs/bench/generalization_*/logs/*/*",
-        help="glob of real-log roots, one per policy",
+        help="glob of real-log roots, one per policy (comma-separated globs: their union)",
     )
+    parser.add_argument("--skip", default="", help="comma-separated families whose logs are left out")
     parser.add_argument("--episodes", type=int, default=10, help="logged episodes per policy (the first N)")
     parser.add_argument(
         "--out",
@@ -213,7 +214,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     model = WorldModel.from_pretrained(args.model)
-    roots = [r for r in sorted(glob.glob(args.logs)) if Path(r, "meta").is_dir()]
+    skip = set(filter(None, args.skip.split(",")))
+    found = {r for pattern in args.logs.split(",") for r in glob.glob(pattern)}
+    roots = [r for r in sorted(found) if Path(r, "meta").is_dir() and Path(r).parts[-2] not in skip]
     if not roots:
         sys.exit(f"no LeRobot logs match --logs {args.logs!r}; run benchmarks/generalization.py first.")
     families = family_rows(model, roots, args.episodes)
@@ -240,7 +243,7 @@ def main() -> None:
         margins,
     )
     write_json(Path(args.out), {
-        "machine": machine_info(), "model": args.model, "logs": args.logs,
+        "machine": machine_info(), "model": args.model, "logs": args.logs, "skipped": sorted(skip),
         "episodes_per_policy": args.episodes,
         "apart_m": APART, "up_m": UP, "fall_m": FALL, "families": summaries, "pooled": pooled,
         "first_close_by_margin": [dict(zip(["margin_mm", "grasps", "lifted", "rate"], r, strict=True))
