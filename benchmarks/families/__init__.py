@@ -139,6 +139,16 @@ success.
 |                 | over at the centre; the left comes level from -x once the cube is there and  |
 |                 | pinches the lower y faces; settings: fast/slow limits, raw paths with big    |
 |                 | steps, random IK branch, 1-iteration budget, too wide a margin               |
+| `miscal`        | plans on a miscalibrated copy of the MJCF and sends its joints to the true   |
+|                 | robot, so hands land off by what the errors imply, no noise: encoder zero    |
+|                 | offsets, upper-arm length, base shift and yaw, camera extrinsic error on the |
+|                 | cube reading, gripper command-to-opening map; optional touch-off (the tool   |
+|                 | offset at the rest pose measured once and corrected). Joint keyframes solved |
+|                 | once by IK, minimum-jerk; the right grasps from its own side, 60 degrees     |
+|                 | down, on the y faces, believed 15 mm squeeze, carries the cube unturned to a |
+|                 | hand-over in front of and left of centre; the left re-reads the cube, comes  |
+|                 | level from -x, wrist rolled a quarter turn, and pinches the top and bottom   |
+|                 | faces of its -x half; settings: each error, combined, touched off            |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
