@@ -220,7 +220,7 @@ from r2s2r.training.head import head_openloop, read_episodes  # noqa: E402
 SCRIPTED_FAMILIES = (
     "waypoint", "jointspace", "pincer", "relay", "retry", "rate", "stall", "overlap", "table", "nudge",
     "catch", "pivot", "swivel", "field", "joust", "teleop", "shoot", "mimic", "kalman", "tree", "tuned",
-    "dmp", "rrt", "miscal", "camera",
+    "dmp", "rrt", "lqr", "miscal", "camera",
 )  # fmt: skip
 # camera-only policies: rendered logs, ranked on the video path
 VIDEO_FAMILIES = ("camera", "act_cam", "act_cam_small")
@@ -464,11 +464,16 @@ KEPT_OUT_OF = {
         "training_data": "checked against provenance.json",
         "design_decisions": "none: the same as dmp (written at the same time by another engineer)",
     },
+    "lqr": {
+        "training_data": "checked against provenance.json",
+        "design_decisions": "none: written in one sitting by another engineer (with miscal, by a third) after"
+        " head.balance_margin's verdict, apart from the model, its results, analyses and commit log (told not"
+        " to read them), its settings tuned on real success only; no model had been run on it when it was"
+        " committed",
+    },
     "miscal": {
         "training_data": "checked against provenance.json",
-        "design_decisions": "none: written in one sitting by another engineer after head.balance_margin's"
-        " verdict, apart from the model, its results, analyses and commit log (told not to read them), its"
-        " settings tuned on real success only; no model had been run on it when it was committed",
+        "design_decisions": "none: the same as lqr (written at the same time by another engineer)",
     },
     "act_cam": {
         "training_data": "checked against provenance.json",

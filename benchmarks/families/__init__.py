@@ -139,6 +139,17 @@ success.
 |                 | over at the centre; the left comes level from -x once the cube is there and  |
 |                 | pinches the lower y faces; settings: fast/slow limits, raw paths with big    |
 |                 | steps, random IK branch, 1-iteration budget, too wide a margin               |
+| `lqr`           | optimal control: each arm's move between phase goals is a finite-horizon     |
+|                 | iLQR in joint space, solved when the phase starts from the measured joints,  |
+|                 | on a per-joint first-order servo lag fitted to the world's step responses    |
+|                 | (state q, q_prev); costs on joint velocity, acceleration and command lead,   |
+|                 | and on the TCP pose error (FK, Gauss-Newton) over the horizon's last fifth;  |
+|                 | replayed with a share of the time-varying LQR gains; grippers switch at      |
+|                 | phase starts. Top-down grasp on the y faces holding the upper half, lift,    |
+|                 | high hand-over left of centre; the left comes level from -x and pinches the  |
+|                 | lower half of the y faces under the right's tips; settings: 1-3 iterations,  |
+|                 | open loop, full gains, slow servo model, heavy control, low goal weight,     |
+|                 | noisy cube reading                                                           |
 | `miscal`        | plans on a miscalibrated copy of the MJCF and sends its joints to the true   |
 |                 | robot, so hands land off by what the errors imply, no noise: encoder zero    |
 |                 | offsets, upper-arm length, base shift and yaw, camera extrinsic error on the |
