@@ -19,6 +19,10 @@ where neither or both are), from the logged joints through the head's own kinema
 the replayed outcome against the logged one, and for the episodes whose outcomes disagree, the kind of their
 first parting, split by direction (imagined success where the log failed, and the reverse).
 
+For the missed right lifts, why: whether `head.balance` and the pads let the grasp take the cube on the
+logged state, and if they do, which of `head.takes`' conditions the imagined right gripper failed and how
+much wider its imagined opening was than the logged one.
+
 Beside it, the right hand's first close on the resting cube in each log (its opening falling through
 `CLOSING`, the cube within 8 cm of its grasp point and not yet moved): where the cube's centre lies then
 across gravity against the pads' faces (`GraspKinematics.balance_margin`, on the logged state, a frame
@@ -74,20 +78,82 @@ def replay(model: WorldModel, ep: dict[str, torch.Tensor]) -> dict:
         model.norm("state", ep["observation.state"][:1].float()),
         start_env(model, ep),
     )
+    latent = latent[:, None].expand(-1, model.config.head.ensemble, -1)  # (1,M,·) as `step` makes it
     chunks = model.norm_chunks(ep["action"].float())
-    poses, success = [], False
+    poses, takes, success = [], [], False
     for t in range(len(chunks) - 1):  # the last chunk has no logged frame after it
+        before = take_parts(model, latent)
         latent = head.step(latent, chunks[t : t + 1])
+        takes.append(take_conditions(model, before, latent))
         pred = head.decode(latent, imagined=True)
         success |= bool(pred["success_logit"].sigmoid().mean() > 0.5)
         poses.append(model.unnorm("env", pred["env_state"].mean(1))[0, :3])
     return {
+        "takes": takes,
         "imagined": torch.stack(poses),
         "logged": ep["observation.environment_state"][1 : len(chunks), :3].float(),
         "states": ep["observation.state"][1 : len(chunks)].float(),
         "imagined_success": success,
         "real_success": bool(ep["episode_success"]) if "episode_success" in ep else False,
     }
+
+
+def take_parts(model: WorldModel, latent: torch.Tensor) -> dict:
+    """The right gripper's part of `head.takes` at a frame's start (latent (1,M,·)), members' means."""
+    head, right = model.state_head, 1
+    L, S = model.config.head.latent_dim, model.config.state_dim
+    rel = head._grasp(latent)[3]
+    raw = latent[..., L : L + S] * head.joint_std + head.joint_mean
+    return {
+        "between": bool(head.between_pads(rel).mean(1)[0, right] > 0.5),
+        "balanced": bool(head.balanced(latent).mean(1)[0, right] > 0.5),
+        "start": float(raw.mean(1)[0, head.grippers[right]]),
+        "closed_below": float(head.stop_opening(latent).mean(1)[0, right] + head.ON_SLACK),
+    }
+
+
+def take_conditions(model: WorldModel, before: dict, after: torch.Tensor) -> dict:
+    """Which of `head.takes`' conditions the right gripper meets over one imagined frame, and its opening at
+    the frame's end (`after`, the stepped latent)."""
+    head, right = model.state_head, 1
+    L, S = model.config.head.latent_dim, model.config.state_dim
+    end = float((after[..., L : L + S] * head.joint_std + head.joint_mean).mean(1)[0, head.grippers[right]])
+    return {
+        "between the pads": before["between"],
+        "balanced": before["balanced"],
+        "closed": end < before["closed_below"],
+        "not opening": end - before["start"] <= head.CARRY_RELEASE,
+        "opening": end,
+    }
+
+
+def missed_lift_cause(model: WorldModel, ep: dict[str, torch.Tensor], r: dict) -> dict | None:
+    """For a right lift imagination missed: over the two frames before the logged cube went up and that
+    frame, whether the balance and pad rules let the grasp take it on the logged state; if they do, the
+    fewest take conditions the imagined right gripper failed at any of those frames, and how much wider its
+    imagined opening was than the logged one (the largest gap)."""
+    head, right = model.state_head, 1
+    logged = ep["observation.environment_state"].float()
+    up = torch.nonzero(logged[1:, 2] > logged[0, 2] + UP)
+    if not len(up):
+        return None
+    lift = int(up[0])
+    frames = range(max(lift - 2, 0), min(lift + 1, len(r["takes"])))
+    state = ep["observation.state"].float()
+    point, rot = head.fk(state[list(frames)])
+    rel = (rot.transpose(-1, -2) @ (logged[list(frames), None, :3] - point)[..., None])[..., 0]
+    between = head.between_pads(rel)[:, right] > 0.5
+    balanced = head.fk.balance_margin(rel, rot)[:, right] >= model.config.head.balance_margin
+    if not bool((between & balanced).any()):
+        return {
+            "cause": "refused on the logged state: " + ("balance" if between.any() else "outside the pads")
+        }
+    failed = min(
+        (tuple(k for k, ok in r["takes"][t].items() if k != "opening" and not ok) for t in frames), key=len
+    )
+    gap = max(r["takes"][t]["opening"] - float(state[t + 1, head.grippers[right]]) for t in frames)
+    return {"cause": "imagined: " + (", ".join(failed) or "all met") + " failed" * bool(failed),
+            "opening_gap": round(gap, 3)}  # fmt: skip
 
 
 def parting(model: WorldModel, r: dict) -> dict | None:
@@ -161,9 +227,11 @@ def family_rows(model: WorldModel, roots: list[str], episodes: int) -> dict[str,
         for ep in read_episodes(root, model, episodes):
             r = replay(model, ep)
             part = parting(model, r)
+            missed = part and part["kind"] == "missed lift" and part["hand"] == "right"
             out.setdefault(family, {"episodes": []})["episodes"].append({
                 "policy": policy, "real": r["real_success"], "imagined": r["imagined_success"],
                 "parting": part, "close": first_close(model, ep),
+                "missed_lift": missed_lift_cause(model, ep, r) if missed else None,
             })  # fmt: skip
         print(f"{family}/{policy}: {len(out[family]['episodes'])} episodes", flush=True)
     return out
@@ -188,6 +256,18 @@ def summary(episodes: list[dict]) -> dict:
         "false_failure_kinds": kinds(false_failure),
         "all_kinds": kinds(episodes),
     }
+
+
+def missed_lift_rows(episodes: list[dict]) -> list[list]:
+    """The causes of the missed right lifts (`missed_lift_cause`), commonest first, with the median gap
+    between the imagined and the logged opening where the rules pass on the logged state."""
+    causes = Counter(e["missed_lift"]["cause"] for e in episodes if e["missed_lift"])
+    rows = []
+    for cause, n in causes.most_common():
+        same = [e["missed_lift"] for e in episodes if e["missed_lift"] and e["missed_lift"]["cause"] == cause]
+        gaps = [m["opening_gap"] for m in same if "opening_gap" in m]
+        rows.append([cause, n, f"{np.median(gaps):+.2f}" if gaps else "-"])
+    return rows
 
 
 def top(kinds: dict[str, int], n: int = 2) -> str:
@@ -242,10 +322,19 @@ def main() -> None:
         ["margin (mm)", "grasps", "lifted", "rate"],
         margins,
     )
+    missed = missed_lift_rows(everything)
+    print_table(
+        "the right lifts imagination missed (first parting 'missed lift (right)'): why, over the two frames"
+        " before the logged cube went up and that frame",
+        ["cause", "episodes", "median imagined - logged opening"],
+        missed,
+    )
     write_json(Path(args.out), {
         "machine": machine_info(), "model": args.model, "logs": args.logs, "skipped": sorted(skip),
         "episodes_per_policy": args.episodes,
         "apart_m": APART, "up_m": UP, "fall_m": FALL, "families": summaries, "pooled": pooled,
+        "missed_right_lifts": [dict(zip(["cause", "episodes", "median_opening_gap"], r, strict=True))
+                               for r in missed],
         "first_close_by_margin": [dict(zip(["margin_mm", "grasps", "lifted", "rate"], r, strict=True))
                                   for r in margins],
         "per_episode": families,
