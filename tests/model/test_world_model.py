@@ -1238,6 +1238,49 @@ def test_balance_margin_moves_the_balance_edge(clips):
     assert got[-0.002, -0.003] < 0.5
 
 
+def test_closes_moves_fingers_round_the_cube_by_the_servo_and_stops_them_on_it(clips):
+    """`head.closes`: left fingers open (0.95) round a cube centred between their pads, commanded shut,
+    close at the servo's top speed, 0.05 a control step: to 0.95 - 0.05 K after a frame of K steps; from
+    there, the next frame ends where the pads meet the cube (`stop_opening`), not past it. Commanded to
+    where they are, they stay (0.95). With the cube 10 cm away the grasp nets decide, as without the rule.
+    Refused without pads."""
+    with pytest.raises(ValueError, match="head.closes=True needs head.pads=True"):
+        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, closes=True))
+    rules = dict(still_mode=True, contact=True, pads=True)
+    plain, model = _model(clips, head=rules), _model(clips, head={**rules, "closes": True})
+    _contact_probe(plain, 5)
+    grasp, _ = _contact_probe(model, 5)
+    head, cfg, L = model.state_head, model.config, model.config.head.latent_dim
+    with torch.no_grad():
+        head.grip_servo.copy_(torch.tensor([0.15, 0.05, 0.06]))  # gain, top speed, dead band
+    state = torch.tensor(HOME)
+    point, rot = grasp(state)  # the left gripper's pose does not depend on its opening
+    centre = head.fk.pad_centre.double().numpy()
+
+    def after(h, offset, command, start=0.95):
+        state[6] = start
+        pose = torch.cat([torch.tensor(point + rot @ offset, dtype=torch.float32), _quaternion(rot)])
+        latent = torch.cat(
+            [torch.zeros(1, L), model.norm("state", state)[None], model.norm("env", pose)[None]], -1
+        )[:, None].expand(-1, cfg.head.ensemble, -1)
+        target = state.clone()
+        target[6] = command
+        chunk = model.norm_chunks(target.repeat(cfg.frame_stride, 1))[None]
+        with torch.no_grad():
+            return h._contact_step(latent, chunk, imagined=True)[0][0, :, 0], h.stop_opening(latent)[0, :, 0]
+
+    K = cfg.frame_stride
+    closing, stop = after(head, centre, 0.0)
+    assert 0.5 < float(stop[0]) < 0.95 - 0.05 * K  # the 4 cm cube, held square: not reached in one frame
+    torch.testing.assert_close(closing, torch.full_like(closing, 0.95 - 0.05 * K), atol=1e-5, rtol=0)
+    shut, stop = after(head, centre, 0.0, start=0.95 - 0.05 * K)
+    torch.testing.assert_close(shut, stop)
+    held, _ = after(head, centre, 0.95)
+    torch.testing.assert_close(held, torch.full_like(held, 0.95), atol=1e-4, rtol=0)
+    far = centre + np.array([0.0, 0.0, 0.10])
+    torch.testing.assert_close(after(head, far, 0.0)[0], after(plain.state_head, far, 0.0)[0])
+
+
 def test_chance_takes_a_grasp_with_its_odds_drawn_once_per_gripper(clips):
     """`head.chance`: a gripper closing on a cube centred between its pads (far inside the balance edge) takes
     it where the grasp's odds beat its luck. With the squeeze's edge set at 0.1 and width 0.02, a command

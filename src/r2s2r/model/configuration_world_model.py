@@ -117,6 +117,10 @@ class StateHeadConfig:
     # opening plus a margin read off the recordings; with substeps, fingers on it close no further between
     # frames either.
     rests: bool = False
+    # With pads, imagined steps (no weights): a gripper open round an object between its pads closes (or
+    # opens) through the frame as the fitted servo (`grip_servo`) follows its commands, and stops where its
+    # pads meet the object, in place of the grasp nets' prediction there.
+    closes: bool = False
     # With contact, imagined frames (no weights): success is the reference world's own test, on the imagined
     # state: the object clear of the table and touched by a finger (the box of its geometry in the MJCF) of
     # this gripper (its index among the robot's grasp frames; ALOHA transfer-cube: 0, the left), in place
@@ -182,6 +186,8 @@ class StateHeadConfig:
             )
         if self.rests and not self.pad_holds:
             raise ValueError("head.rests=True needs head.pad_holds=True.")
+        if self.closes and not self.pads:
+            raise ValueError("head.closes=True needs head.pads=True.")
         if self.arm_tracking and not self.arm_targets:
             raise ValueError("head.arm_tracking=True needs head.arm_targets=True.")
 

@@ -220,7 +220,8 @@ class StateDynamicsHead(nn.Module):
             fk = self.fk
             corners = torch.stack([fk.finger_lower - fk.object_rest, fk.finger_upper + fk.object_rest])
             self.finger_reach = float(corners.abs().amax(0).norm(dim=-1).max())
-        if self.servos or self.follows:  # zeros: the grippers stay where they are until fitted
+        self.closes = bool(cfg.head.closes and cfg.head.contact and self.kinematic)  # also by the servo
+        if self.servos or self.follows or self.closes:  # zeros: the grippers stay put until fitted
             self.register_buffer("grip_servo", torch.zeros(3))
         # With `head.chance`, each grasp factor's edge and width (`fit_grasp_odds`, saved); until fitted,
         # head.balance's edge, and no squeeze edge.
@@ -469,6 +470,8 @@ class StateDynamicsHead(nn.Module):
             after = grasp * after + (1 - grasp) * free_close
         if imagined and (self.cfg.head.capture or self.cfg.head.squeeze):
             carry = carry + self.grasp_able(latent, chunk).clamp_min(1e-4).log()
+        if imagined and self.closes:
+            after = self._close_on(latent, chunk, opening[..., 0], inside, after)
         if self.cfg.head.stops and imagined:
             stop = self.stop_opening(latent)  # (B,M,G)
             wider = (opening[..., 0] >= stop - self.STOP_SLACK).float()  # the fingers are outside the object
@@ -476,6 +479,20 @@ class StateDynamicsHead(nn.Module):
         if imagined and self.cfg.head.rests:
             after = self._rest_on(latent, chunk, opening[..., 0], after)
         return after, torch.cat([rest, carry], dim=-1)
+
+    def _close_on(
+        self, latent: torch.Tensor, chunk: torch.Tensor, start: torch.Tensor, inside: torch.Tensor, after
+    ) -> torch.Tensor:
+        """`head.closes`, imagined: the grippers' raw openings at the frame's end `after` (B,M,G), replaced
+        for those open round an object between their pads (`inside` (B,M,G) over one half, `start` (B,M,G)
+        no narrower than `stop_opening` less STOP_SLACK) by the fitted servo's opening after the frame's
+        commands (`servo`), no narrower than where the pads meet the object. The grasp nets, fitted on the
+        coverage closes, closed a gentle command (to 0.57, the cube's width 0.61) in three frames that the
+        real fingers closed in one (benchmarks/studies/divergence.py)."""
+        stop = self.stop_opening(latent)  # (B,M,G)
+        servo = self.servo(start, self.grip_commands(chunk)[:, None])
+        round_it = (inside > 0.5) & (start >= stop - self.STOP_SLACK)
+        return torch.where(round_it, torch.maximum(servo, stop), after)
 
     def _rest_on(
         self, latent: torch.Tensor, chunk: torch.Tensor, start: torch.Tensor, after: torch.Tensor

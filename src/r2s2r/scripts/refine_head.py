@@ -39,9 +39,9 @@ with the head; its errors (radians, target alone vs tracked) go into refine.json
 
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
 --stops, --balance, --pad_holds, --takes, --held_success, --grip_servo, --capture, --squeeze, --turns,
---doubt, --chance, --odds_doubt, --substeps, --pushes, --drops, --rests, --success_touch, --touch_finger,
---balance_margin, --pad_overlap) on a refined head, fits the tracking model, the grippers' servo and the
-grasp odds, and writes the world model.
+--doubt, --chance, --odds_doubt, --substeps, --pushes, --drops, --rests, --closes, --success_touch,
+--touch_finger, --balance_margin, --pad_overlap) on a refined head, fits the tracking model, the grippers'
+servo and the grasp odds, and writes the world model.
 Other flags must then match the checkpoint's head (they would rebuild it, untrained); that is refused.
 
 --still_mode adds a pose mode "the cube stays exactly where it is", with its odds; training picks it
@@ -160,6 +160,11 @@ than that opening by more than the servo's dead band); from the control step its
 the cube falls freely, straight down, until the table stops it or another gripper's closing fingers reach
 it round it (a catch: carried from that step). Between frames and at the frame's end alike. Without it a
 cube let go next to open fingers hangs where it was let go, and a closing hand takes it there.
+
+--closes (with --pads; no weights): a gripper open round the cube between its pads closes through the
+frame as the fitted servo follows its commands (the grippers' servo, fitted with the head) and stops where
+its pads meet the cube, in place of the grasp nets. On the held-out families' logs the nets closed a gentle
+command in three frames where the real fingers took one (benchmarks/studies/divergence.py).
 
 --rests (with --pad_holds; no weights): fingers on a cube between them (within 0.1 of the opening where
 their pads meet it) that squeeze it end each frame resting on it, no wider than that opening plus 0.02

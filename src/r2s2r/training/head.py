@@ -108,6 +108,7 @@ class RefineConfig:
     pushes: bool = False  # with substeps: fingers moving into an object resting on the table push it
     drops: bool = False  # with substeps and pad_holds: an object let go in mid-air falls, or is caught
     rests: bool = False  # with pad_holds: imagined fingers squeezing an object rest on it
+    closes: bool = False  # with pads: imagined fingers round an object close as the servo, stop on it
     success_touch: int = -1  # with contact: success = this gripper's finger touches the object off the table
     touch_finger: int = -1  # with success_touch: only this finger (MJCF order) counts; -1: any finger
     balance_margin: float = 0.003  # m, with balance: the object's centre at least this far inside the faces
@@ -167,6 +168,7 @@ RULES = (
     "pushes",
     "drops",
     "rests",
+    "closes",
     "success_touch",
     "touch_finger",
     "balance_margin",
@@ -222,7 +224,8 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "held_success": cfg.held_success, "grip_servo": cfg.grip_servo, "capture": cfg.capture,
             "squeeze": cfg.squeeze, "turns": cfg.turns, "doubt": cfg.doubt, "chance": cfg.chance,
             "odds_doubt": cfg.odds_doubt, "substeps": cfg.substeps, "pushes": cfg.pushes,
-            "drops": cfg.drops, "rests": cfg.rests, "success_touch": cfg.success_touch,
+            "drops": cfg.drops, "rests": cfg.rests, "closes": cfg.closes,
+            "success_touch": cfg.success_touch,
             "touch_finger": cfg.touch_finger, "balance_margin": cfg.balance_margin,
         }  # fmt: skip
         if cfg.pose_modes:
@@ -247,7 +250,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
         figures["before"] = head_openloop(model, heldout)
     if model.state_head.tracks:
         figures["arm_tracking"] = fit_arm_tracking(model, episodes)
-    if model.state_head.servos or model.state_head.follows:
+    if model.state_head.servos or model.state_head.follows or model.state_head.closes:
         figures["grip_servo"] = fit_grip_servo(model, episodes)
     if model.state_head.odds:
         figures["grasp_odds"] = fit_grasp_odds(model, episodes)
