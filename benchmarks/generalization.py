@@ -58,9 +58,10 @@ a user will see on their own policies. This benchmark ranks families kept out of
     sampling-based planner (the cross-entropy method over joint-space via-points scored by forward
     kinematics, no IK). Both written by other engineers after the rule for keeping head.turns,
     head.rests and head.success_touch together was set, apart from the model (benchmarks/families/);
-  - `mimic`, `kalman`, `tree`, `tuned`, `dmp` (dynamic movement primitives fitted to its own teacher) and
-    `rrt` (RRT-Connect in joint space): each written by another engineer apart from the model, after the
-    rule for the candidate it judged was set (its `kept_out_of`);
+  - `mimic`, `kalman`, `tree`, `tuned`, `dmp` (dynamic movement primitives fitted to its own teacher),
+    `rrt` (RRT-Connect in joint space), `lqr` (iLQR on a fitted servo lag) and `miscal` (a controller that
+    plans on a miscalibrated robot): each written by another engineer apart from the model; the rule for
+    the candidate it judged was set before any model ran on it (its `kept_out_of`);
   - `act_cam`: LeRobot ACT checkpoints along one run that reads the top view and the joint state only
     (as ACT's own simulated transfer-cube policies; no cube pose), trained from scratch on 120 rendered
     episodes of the nominal demonstrator; `act_cam_small`: a run on 30 others. Rendered logs, ranked on
@@ -467,9 +468,12 @@ KEPT_OUT_OF = {
     "lqr": {
         "training_data": "checked against provenance.json",
         "design_decisions": "none: written in one sitting by another engineer (with miscal, by a third) after"
-        " head.balance_margin's verdict, apart from the model, its results, analyses and commit log (told not"
-        " to read them), its settings tuned on real success only; no model had been run on it when it was"
-        " committed",
+        " head.balance_margin's verdict and before head.closes was thought of, apart from the model, its"
+        " results, analyses and commit log (told not to read them), its settings tuned on real success only;"
+        " the rule for keeping head.closes (judged on lqr and miscal pooled,"
+        " outputs/closes/decision_rule.txt) was set before any model ran on it; its real logs and the"
+        " second real run were made first, then assets/world_model_coverage (as committed) and the same"
+        " head with head.closes were each ranked on it once; nothing was changed after",
     },
     "miscal": {
         "training_data": "checked against provenance.json",
@@ -521,9 +525,10 @@ BALANCE_SPENT = (
     "retry", "shoot", "stall", "swivel", "table", "teleop", "tree", "tuned",
 )  # fmt: skip
 BALANCE_LATER = (
-    "after its verdict, its real logs informed head.balance_margin (benchmarks/studies/divergence.py: where"
-    " the committed head's open loop first parts from them, and the right hand's first closes by balance"
-    " margin), and pincer and joust were its gate"
+    "after its verdict, its real logs informed head.balance_margin and head.closes"
+    " (benchmarks/studies/divergence.py: where the committed head's open loop first parts from them, why"
+    " its missed right lifts were missed, and the right hand's first closes by balance margin), and pincer"
+    " and joust were the gate of both"
 )
 
 
