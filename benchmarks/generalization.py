@@ -471,9 +471,9 @@ KEPT_OUT_OF = {
         " head.balance_margin's verdict and before head.closes was thought of, apart from the model, its"
         " results, analyses and commit log (told not to read them), its settings tuned on real success only;"
         " the rule for keeping head.closes (judged on lqr and miscal pooled,"
-        " outputs/closes/decision_rule.txt) was set before any model ran on it; its real logs and the"
-        " second real run were made first, then assets/world_model_coverage (as committed) and the same"
-        " head with head.closes were each ranked on it once; nothing was changed after",
+        " outputs/closes/decision_rule.txt) was set before any model ran on it; head.closes failed its gate"
+        " on spent families, so it was never ranked here; a run of the committed asset on it was stopped"
+        " before any result was read",
     },
     "miscal": {
         "training_data": "checked against provenance.json",

@@ -224,8 +224,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "held_success": cfg.held_success, "grip_servo": cfg.grip_servo, "capture": cfg.capture,
             "squeeze": cfg.squeeze, "turns": cfg.turns, "doubt": cfg.doubt, "chance": cfg.chance,
             "odds_doubt": cfg.odds_doubt, "substeps": cfg.substeps, "pushes": cfg.pushes,
-            "drops": cfg.drops, "rests": cfg.rests, "closes": cfg.closes,
-            "success_touch": cfg.success_touch,
+            "drops": cfg.drops, "rests": cfg.rests, "closes": cfg.closes, "success_touch": cfg.success_touch,
             "touch_finger": cfg.touch_finger, "balance_margin": cfg.balance_margin,
         }  # fmt: skip
         if cfg.pose_modes:
