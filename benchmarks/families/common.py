@@ -9,6 +9,7 @@ batch it runs in.
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Callable
 
@@ -81,6 +82,15 @@ def piecewise(times: list[float], values: list[np.ndarray], t: float, ease: Call
             s = ease((t - times[k - 1]) / (times[k] - times[k - 1]))
             return (1 - s) * np.asarray(values[k - 1], dtype=float) + s * np.asarray(values[k], dtype=float)
     return np.asarray(values[-1], dtype=float)
+
+
+def checked_knobs(knobs: type, family: str, kwargs: dict):
+    """`knobs(**kwargs)`, a family's knobs dataclass, refusing kwargs it has no field for by name."""
+    known = {f.name for f in dataclasses.fields(knobs)}
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise ValueError(f"{family}: unknown kwarg(s) {unknown}; known: {sorted(known)}.")
+    return knobs(**kwargs)
 
 
 def episode_rng(seed: int, *observed: np.ndarray) -> np.random.Generator:

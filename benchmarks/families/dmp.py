@@ -27,7 +27,7 @@ phase stopping (the phase waits while the arm lags its DMP) and a bias on the ob
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from families.common import (
     GRIPPER_OPEN,
     RIGHT_BASE,
     BimanualPolicy,
+    checked_knobs,
     cube_yaw,
     episode_rng,
     gripper_rot,
@@ -377,11 +378,7 @@ class DmpPolicy(BimanualPolicy):
 
 def make_policy(**kwargs) -> DmpPolicy:
     """Import-path factory: `families.dmp:make_policy` with `DmpKnobs` fields as kwargs."""
-    known = {f.name for f in fields(DmpKnobs)}
-    unknown = sorted(set(kwargs) - known)
-    if unknown:
-        raise ValueError(f"unknown dmp knob(s) {unknown}; known: {', '.join(sorted(known))}.")
-    return DmpPolicy(DmpKnobs(**kwargs))
+    return DmpPolicy(checked_knobs(DmpKnobs, "dmp", kwargs))
 
 
 # Named settings for measure.py: runs a DMP user would make, from careful to careless.

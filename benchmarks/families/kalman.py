@@ -44,7 +44,7 @@ a filter without the grasp model (`attach` off), a sluggish controller (`effort`
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import mujoco
 import numpy as np
@@ -56,6 +56,7 @@ from families.common import (
     GRIPPER_CLOSED,
     GRIPPER_OPEN,
     BimanualPolicy,
+    checked_knobs,
     episode_rng,
     gripper_rot,
     minimum_jerk,
@@ -471,11 +472,7 @@ class KalmanEpisode:
 
 def make_policy(**kwargs) -> BimanualPolicy:
     """Import-path factory: `families.kalman:make_policy` with `KalmanKnobs` fields as kwargs."""
-    known = {f.name for f in fields(KalmanKnobs)}
-    unknown = sorted(set(kwargs) - known)
-    if unknown:
-        raise ValueError(f"kalman: unknown kwarg(s) {unknown}; known: {sorted(known)}.")
-    return BimanualPolicy(KalmanKnobs(**kwargs), KalmanEpisode)
+    return BimanualPolicy(checked_knobs(KalmanKnobs, "kalman", kwargs), KalmanEpisode)
 
 
 # Named settings for measure.py; measured success rates are in the docstring below.

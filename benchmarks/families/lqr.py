@@ -37,7 +37,7 @@ swings), a wrong servo model in the optimiser (`servo_scale`), a heavy command c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,6 +46,7 @@ from families.common import (
     GRIPPER_CLOSED,
     GRIPPER_OPEN,
     BimanualPolicy,
+    checked_knobs,
     cube_yaw,
     episode_rng,
     gripper_rot,
@@ -365,11 +366,7 @@ class LqrEpisode:
 
 def make_policy(**kwargs) -> BimanualPolicy:
     """Import-path factory: `families.lqr:make_policy` with `LqrKnobs` fields as kwargs."""
-    known = {f.name for f in fields(LqrKnobs)}
-    unknown = sorted(set(kwargs) - known)
-    if unknown:
-        raise ValueError(f"lqr: unknown kwarg(s) {unknown}; known: {sorted(known)}.")
-    return BimanualPolicy(LqrKnobs(**kwargs), LqrEpisode)
+    return BimanualPolicy(checked_knobs(LqrKnobs, "lqr", kwargs), LqrEpisode)
 
 
 # Named settings for measure.py, as an optimal-control user would run them.

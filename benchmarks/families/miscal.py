@@ -30,6 +30,7 @@ from families.common import (
     GRIPPER_OPEN,
     RIGHT_BASE,
     EpisodeBatch,
+    checked_knobs,
     gripper_rot,
     minimum_jerk,
     piecewise,
@@ -222,12 +223,7 @@ class MiscalPolicy(EpisodeBatch):
 
 def make_policy(**kwargs) -> MiscalPolicy:
     """Import-path factory: `families.miscal:make_policy` with `MiscalKnobs` fields as kwargs."""
-    unknown = sorted(set(kwargs) - set(MiscalKnobs.__dataclass_fields__))
-    if unknown:
-        raise ValueError(
-            f"unknown knobs {unknown}; choose among {', '.join(MiscalKnobs.__dataclass_fields__)}."
-        )
-    return MiscalPolicy(MiscalKnobs(**kwargs))
+    return MiscalPolicy(checked_knobs(MiscalKnobs, "miscal", kwargs))
 
 
 COMBINED = {"joint_offset_deg": 2.5, "upper_arm_scale": 1.04, "base_shift_mm": (10.0, -10.0, 5.0),

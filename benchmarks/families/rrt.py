@@ -46,12 +46,20 @@ State-only: reads `observation.state` and `observation.environment_state`, never
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
 from families.arm import FINGER_CLOSE, FINGER_OPEN, Arm, rotation
-from families.common import CUBE_HALF, GRIPPER_CLOSED, GRIPPER_OPEN, BimanualPolicy, cube_yaw, episode_rng
+from families.common import (
+    CUBE_HALF,
+    GRIPPER_CLOSED,
+    GRIPPER_OPEN,
+    BimanualPolicy,
+    checked_knobs,
+    cube_yaw,
+    episode_rng,
+)
 
 DT = 0.02  # s per control step (50 Hz)
 VEL_LIMIT = 1.5  # rad/s, joint velocity limit at speed 1 (max-norm over the six joints)
@@ -485,11 +493,7 @@ class RRTEpisode:
 
 def make_policy(**kwargs) -> BimanualPolicy:
     """Import-path factory: `families.rrt:make_policy` with `RRTKnobs` fields as kwargs."""
-    known = {f.name for f in fields(RRTKnobs)}
-    unknown = sorted(set(kwargs) - known)
-    if unknown:
-        raise ValueError(f"rrt: unknown kwarg(s) {unknown}; known: {sorted(known)}.")
-    return BimanualPolicy(RRTKnobs(**kwargs), RRTEpisode)
+    return BimanualPolicy(checked_knobs(RRTKnobs, "rrt", kwargs), RRTEpisode)
 
 
 # Named settings for measure.py; measured success rates are in the docstring below.

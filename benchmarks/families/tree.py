@@ -64,7 +64,7 @@ the left's hand being near the cube (`release_reach`: an early release).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.spatial.transform import Rotation, Slerp
@@ -75,6 +75,7 @@ from families.common import (
     GRIPPER_CLOSED,
     GRIPPER_OPEN,
     BimanualPolicy,
+    checked_knobs,
     cube_yaw,
     episode_rng,
     gripper_rot,
@@ -673,11 +674,7 @@ class TreeEpisode:
 
 def make_policy(**kwargs) -> BimanualPolicy:
     """Import-path factory: `families.tree:make_policy` with `TreeKnobs` fields as kwargs."""
-    known = {f.name for f in fields(TreeKnobs)}
-    unknown = sorted(set(kwargs) - known)
-    if unknown:
-        raise ValueError(f"tree: unknown kwarg(s) {unknown}; known: {sorted(known)}.")
-    return BimanualPolicy(TreeKnobs(**kwargs), TreeEpisode)
+    return BimanualPolicy(checked_knobs(TreeKnobs, "tree", kwargs), TreeEpisode)
 
 
 # Named settings for measure.py; measured success rates are in the docstring below.
