@@ -1238,6 +1238,43 @@ def test_balance_margin_moves_the_balance_edge(clips):
     assert got[-0.002, -0.003] < 0.5
 
 
+def test_squeeze_depth_moves_the_squeeze_edge(clips):
+    """`head.squeeze_depth`: how far past where its pads meet the cube (`stop_opening`, about 0.61 for the
+    left fingers held square) a gripper must be commanded to grasp it. Commanded to 0.53 (0.08 past), it
+    can at the default 0.04 (sigmoid((0.08 - 0.04) / softness)) and cannot at 0.1 (sigmoid(-0.02 /
+    softness)); commanded shut (0.0) it can at both. Values outside [0, 0.5] are refused."""
+    with pytest.raises(ValueError, match="head.squeeze_depth=0.7"):
+        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, pads=True, squeeze_depth=0.7))
+    assert WorldModelConfig.tiny().head.squeeze_depth == StateDynamicsHead.SQUEEZE
+    rules = dict(still_mode=True, contact=True, pads=True, squeeze=True)
+    soft = StateDynamicsHead.GRASP_SOFTNESS
+    got, want = {}, {}
+    for edge in (0.04, 0.1):
+        model = _model(clips, head={**rules, "squeeze_depth": edge})
+        head, cfg, L = model.state_head, model.config, model.config.head.latent_dim
+        grasp, _ = _contact_probe(model, 5)
+        state = torch.tensor(HOME)
+        state[6] = 0.95
+        point, rot = grasp(state)
+        centre = head.fk.pad_centre.double().numpy()
+        pose = torch.cat([torch.tensor(point + rot @ centre, dtype=torch.float32), _quaternion(rot)])
+        latent = torch.cat(
+            [torch.zeros(1, L), model.norm("state", state)[None], model.norm("env", pose)[None]], -1
+        )[:, None]
+        stop = float(head.stop_opening(latent)[0, 0, 0])
+        assert stop == pytest.approx(0.61, abs=0.01)
+        for command in (0.53, 0.0):
+            target = state.clone()
+            target[6] = command
+            chunk = model.norm_chunks(target.repeat(cfg.frame_stride, 1))[None]
+            with torch.no_grad():
+                got[edge, command] = float(head.grasp_able(latent, chunk)[0, 0, 0])
+            want[edge, command] = 1 / (1 + math.exp(-(stop - command - edge) / soft))
+    assert got == pytest.approx(want, abs=2e-3)
+    assert got[0.1, 0.53] < 0.5 < got[0.04, 0.53]
+    assert got[0.1, 0.0] > 0.99
+
+
 def test_closes_moves_fingers_round_the_cube_by_the_servo_and_stops_them_on_it(clips):
     """`head.closes`: left fingers open (0.95) round a cube centred between their pads, commanded shut,
     close at the servo's top speed, 0.05 a control step: to 0.95 - 0.05 K after a frame of K steps; from

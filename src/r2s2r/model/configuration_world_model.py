@@ -81,6 +81,9 @@ class StateHeadConfig:
     # With pads, imagined steps (no weights): a gripper carries or takes an object only if it is commanded at
     # least SQUEEZE of its range past where its pads meet the object: a light squeeze lets the object slip.
     squeeze: bool = False
+    # raw opening: with squeeze, how far past where its pads meet the object a gripper must be commanded; the
+    # default is StateDynamicsHead.SQUEEZE.
+    squeeze_depth: float = 0.04
     # With pad_holds, imagined steps (no weights): a held object turns rigidly with its gripper (without it
     # the free modes' predicted turn, which drifted through a carry until the fingers met it askew).
     turns: bool = False
@@ -145,6 +148,8 @@ class StateHeadConfig:
             raise ValueError(f"head.pad_overlap={self.pad_overlap} must be in [0, 0.05) m.")
         if not -0.02 <= self.balance_margin <= 0.02:
             raise ValueError(f"head.balance_margin={self.balance_margin} must be in [-0.02, 0.02] m.")
+        if not 0.0 <= self.squeeze_depth <= 0.5:
+            raise ValueError(f"head.squeeze_depth={self.squeeze_depth} must be in [0, 0.5] of the range.")
         for rule in (
             "stops",
             "balance",

@@ -572,15 +572,15 @@ class StateDynamicsHead(nn.Module):
     def grasp_able(self, latent: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
         """(B,M,G) in [0,1]: whether each gripper can grasp the object this frame, by `head.capture` (it
         captures the object in the frame's control steps: `sweep`) and `head.squeeze` (its last command lies
-        at least SQUEEZE below the opening at which its pads meet the object, soft at GRASP_SOFTNESS); 1
-        where neither rule is on."""
+        at least `head.squeeze_depth` below the opening at which its pads meet the object, soft at
+        GRASP_SOFTNESS); 1 where neither rule is on."""
         stop = self.stop_opening(latent)  # (B,M,G)
         able = torch.ones_like(stop)
         if self.cfg.head.capture:
             able = able * self.sweep(latent, chunk)[0][:, None].float()
         if self.cfg.head.squeeze:
             command = self._commands(chunk)[:, None]  # (B,1,G)
-            able = able * torch.sigmoid((stop - command - self.SQUEEZE) / self.GRASP_SOFTNESS)
+            able = able * torch.sigmoid((stop - command - self.cfg.head.squeeze_depth) / self.GRASP_SOFTNESS)
         return able
 
     # raw opening: of 10,000 coverage grasps of the resting cube (balanced, centred across the fingers)
@@ -1371,7 +1371,7 @@ class StateDynamicsHead(nn.Module):
             margin = self.fk.balance_margin(rel, rot).mean(1) - self.cfg.head.balance_margin
             edges.append((margin / self.DOUBT_WIDTH["balance"]).pow(2))
         if self.cfg.head.squeeze:
-            depth = self.stop_opening(latent).mean(1) - self._commands(chunk) - self.SQUEEZE
+            depth = self.stop_opening(latent).mean(1) - self._commands(chunk) - self.cfg.head.squeeze_depth
             edges.append((depth / self.DOUBT_WIDTH["squeeze"]).pow(2))
         if self.cfg.head.capture:
             edges.append((self._sweep_slack(latent, chunk)[0] / self.DOUBT_WIDTH["capture"]).pow(2))

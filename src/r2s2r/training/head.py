@@ -112,6 +112,7 @@ class RefineConfig:
     success_touch: int = -1  # with contact: success = this gripper's finger touches the object off the table
     touch_finger: int = -1  # with success_touch: only this finger (MJCF order) counts; -1: any finger
     balance_margin: float = 0.003  # m, with balance: the object's centre at least this far inside the faces
+    squeeze_depth: float = 0.04  # with squeeze: a grasp's command at least this far past the pads' meeting
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
@@ -172,6 +173,7 @@ RULES = (
     "success_touch",
     "touch_finger",
     "balance_margin",
+    "squeeze_depth",
     "pad_overlap",
 )
 
@@ -226,6 +228,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
             "odds_doubt": cfg.odds_doubt, "substeps": cfg.substeps, "pushes": cfg.pushes,
             "drops": cfg.drops, "rests": cfg.rests, "closes": cfg.closes, "success_touch": cfg.success_touch,
             "touch_finger": cfg.touch_finger, "balance_margin": cfg.balance_margin,
+            "squeeze_depth": cfg.squeeze_depth,
         }  # fmt: skip
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
