@@ -134,6 +134,11 @@ class StateHeadConfig:
     touch_finger: int = -1
 
     def __post_init__(self) -> None:
+        self._check_sizes()
+        self._check_rules()
+
+    def _check_sizes(self) -> None:
+        """Refuse sizes and edges out of range."""
         if not 1 <= self.pose_modes <= 8:
             raise ValueError(f"head.pose_modes={self.pose_modes} must be in 1..8.")
         if not 0.0 <= self.object_dropout < 1.0:
@@ -150,6 +155,9 @@ class StateHeadConfig:
             raise ValueError(f"head.balance_margin={self.balance_margin} must be in [-0.02, 0.02] m.")
         if not 0.0 <= self.squeeze_depth <= 0.5:
             raise ValueError(f"head.squeeze_depth={self.squeeze_depth} must be in [0, 0.5] of the range.")
+
+    def _check_rules(self) -> None:
+        """Refuse a rule switched on without the rules it builds on."""
         for rule in (
             "stops",
             "balance",

@@ -210,6 +210,23 @@ def upgrade_head(model: WorldModel, seed: int = 0, **head: object) -> WorldModel
     return new.to(next(model.parameters()).device)
 
 
+def head_fields(cfg: RefineConfig) -> dict:
+    """The StateHeadConfig fields a refinement asks for (`upgrade_head`'s keywords)."""
+    return {
+        "kinematics": cfg.kinematics, "arm_targets": cfg.arm_targets or cfg.arm_tracking,
+        "arm_tracking": cfg.arm_tracking, "still_mode": cfg.still_mode,
+        "holds": cfg.holds, "reads_cameras": cfg.cameras, "contact": cfg.contact,
+        "pads": cfg.pads, "pad_overlap": cfg.pad_overlap, "falls": cfg.falls, "stops": cfg.stops,
+        "balance": cfg.balance, "pad_holds": cfg.pad_holds, "takes": cfg.takes,
+        "held_success": cfg.held_success, "grip_servo": cfg.grip_servo, "capture": cfg.capture,
+        "squeeze": cfg.squeeze, "turns": cfg.turns, "doubt": cfg.doubt, "chance": cfg.chance,
+        "odds_doubt": cfg.odds_doubt, "substeps": cfg.substeps, "pushes": cfg.pushes,
+        "drops": cfg.drops, "rests": cfg.rests, "closes": cfg.closes, "success_touch": cfg.success_touch,
+        "touch_finger": cfg.touch_finger, "balance_margin": cfg.balance_margin,
+        "squeeze_depth": cfg.squeeze_depth,
+    }  # fmt: skip
+
+
 def refine_checkpoint(cfg: RefineConfig) -> dict:
     """Load, (upgrade,) refine, save to `output_dir` (atomically, with refine.json); the figures. A resume
     state in `partial_dir(output_dir)` is continued from (other settings are refused before any work)."""
@@ -217,19 +234,7 @@ def refine_checkpoint(cfg: RefineConfig) -> dict:
     check_refine_state(partial, settings)
     model = WorldModel.from_pretrained(cfg.checkpoint)
     if cfg.upgrade or cfg.pose_modes:
-        fields_ = {
-            "kinematics": cfg.kinematics, "arm_targets": cfg.arm_targets or cfg.arm_tracking,
-            "arm_tracking": cfg.arm_tracking, "still_mode": cfg.still_mode,
-            "holds": cfg.holds, "reads_cameras": cfg.cameras, "contact": cfg.contact,
-            "pads": cfg.pads, "pad_overlap": cfg.pad_overlap, "falls": cfg.falls, "stops": cfg.stops,
-            "balance": cfg.balance, "pad_holds": cfg.pad_holds, "takes": cfg.takes,
-            "held_success": cfg.held_success, "grip_servo": cfg.grip_servo, "capture": cfg.capture,
-            "squeeze": cfg.squeeze, "turns": cfg.turns, "doubt": cfg.doubt, "chance": cfg.chance,
-            "odds_doubt": cfg.odds_doubt, "substeps": cfg.substeps, "pushes": cfg.pushes,
-            "drops": cfg.drops, "rests": cfg.rests, "closes": cfg.closes, "success_touch": cfg.success_touch,
-            "touch_finger": cfg.touch_finger, "balance_margin": cfg.balance_margin,
-            "squeeze_depth": cfg.squeeze_depth,
-        }  # fmt: skip
+        fields_ = head_fields(cfg)
         if cfg.pose_modes:
             fields_["pose_modes"] = cfg.pose_modes
         if not cfg.head.steps and rebuilds_head(model, **fields_):
