@@ -160,6 +160,18 @@ success.
 |                 | hand-over in front of and left of centre; the left re-reads the cube, comes  |
 |                 | level from -x, wrist rolled a quarter turn, and pinches the top and bottom   |
 |                 | faces of its -x half; settings: each error, combined, touched off            |
+| `knn`           | nonparametric retrieval (VINN-like): every 8 steps it finds the 4 nearest of |
+|                 | 100 stored state-only demos of its own scripted teacher (each demo's best    |
+|                 | step within 40 of the clock, by joints, cube position at 10 rad/m and time)  |
+|                 | and plays the softmax blend of their next 8 actions; never an image. The     |
+|                 | teacher: joint keyframes solved once by IK, smoothstep; the right comes top- |
+|                 | down, wrist rolled so its fingers close across the cube's x faces, holds the |
+|                 | upper part and carries it top-down to a high hand-over just right of centre; |
+|                 | the left comes from -x pointing 15 degrees up and pinches the y faces under  |
+|                 | the right's fingers. Demos from Halton cube poses over the ID box + 3 cm;    |
+|                 | settings: k = 1, a plain mean of 20, 20 or 8 demos, low or zero cube weight, |
+|                 | action noise, a stale cube reading, a 100-step open-loop chunk on a late     |
+|                 | reading                                                                      |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
