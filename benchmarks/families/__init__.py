@@ -160,6 +160,16 @@ success.
 |                 | hand-over in front of and left of centre; the left re-reads the cube, comes  |
 |                 | level from -x, wrist rolled a quarter turn, and pinches the top and bottom   |
 |                 | faces of its -x half; settings: each error, combined, touched off            |
+| `solo`          | Cartesian minimum-jerk paths (rotations along the geodesic), damped least-   |
+|                 | squares IK every step; no hand-over: the left alone picks. If the cube lies  |
+|                 | over 0.50 m from the left's base, the right comes down top-down with its     |
+|                 | fingers open around it and slides it along -x with its trailing pad (the     |
+|                 | leading pad cages it) to 0.43 m from the left's base, centres its pads off   |
+|                 | the faces and rises away; the left re-reads the cube where it lies and comes |
+|                 | down top-down on the face pair nearer its unturned finger axis, closes,      |
+|                 | lifts 12 cm; settings: tilted approach, short or no push, joint noise, grasp |
+|                 | off along the finger axis, stale (first-step) cube reading, weak squeeze,    |
+|                 | high grasp, early close                                                      |
 | `knn`           | nonparametric retrieval (VINN-like): every 8 steps it finds the 4 nearest of |
 |                 | 100 stored state-only demos of its own scripted teacher (each demo's best    |
 |                 | step within 40 of the clock, by joints, cube position at 10 rad/m and time)  |
