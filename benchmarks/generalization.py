@@ -496,7 +496,11 @@ KEPT_OUT_OF = {
         "design_decisions": "none: written in one sitting by another engineer (with knn, by a third) after"
         " the rule for the squeeze candidates was set (outputs/squeeze/decision_rule.txt), apart from the"
         " model, its results, analyses and commit log (told not to read them), its settings tuned on real"
-        " success only; no model has been ranked on it yet",
+        " success only; the rule for keeping head.pad_overlap = 10 mm (judged on solo and knn pooled,"
+        " outputs/overlap/decision_rule.txt, from the spent pincer and joust logs) was set before any model"
+        " ran on it; its real logs and the second real run were made first, then assets/world_model_coverage"
+        " (as committed), the same head with head.pad_overlap = 10 mm and the blind asset were each ranked on"
+        " it once; nothing was changed after",
     },
     "knn": {
         "training_data": "checked against provenance.json",
@@ -553,7 +557,9 @@ BALANCE_LATER = (
     " (benchmarks/studies/divergence.py: where the committed head's open loop first parts from them, why"
     " its missed right lifts were missed, and the right hand's first closes by balance margin), and pincer"
     " and joust were the gate of both, and of head.closes with head.squeeze at two values of"
-    " head.squeeze_depth (joust's light squeezes, read after the first gate, showed its 0.04 edge too low)"
+    " head.squeeze_depth (joust's light squeezes, read after the first gate, showed its 0.04 edge too low);"
+    " pincer's and joust's logs set head.pad_overlap's candidate (outputs/overlap/left_study.py: the left's"
+    " first closes by how far the cube's centre lies outside the pads' faces) and were its gate"
 )
 
 

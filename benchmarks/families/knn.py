@@ -361,16 +361,16 @@ def make_policy(**kwargs) -> KnnPolicy:
 
 # Named settings for measure.py: runs a retrieval-policy user would make, from careful to careless.
 FAMILY_SETTINGS: dict[str, dict] = {
-    "knn_nominal": {},
-    "knn_single": {"k": 1},
-    "knn_noise": {"action_noise": 0.02},
-    "knn_low_cube_weight": {"cube_weight": 0.2},
-    "knn_mean20": {"k": 20, "temperature": 100.0},
-    "knn_demos20": {"demos": 20},
-    "knn_demos8": {"demos": 8},
-    "knn_stale_cube": {"cube_delay": 90},
-    "knn_long_chunk_late": {"chunk": 100, "cube_delay": 2},
-    "knn_joints_only": {"cube_weight": 0.0},
+    "nominal": {},
+    "single": {"k": 1},
+    "noise": {"action_noise": 0.02},
+    "low_cube_weight": {"cube_weight": 0.2},
+    "mean20": {"k": 20, "temperature": 100.0},
+    "demos20": {"demos": 20},
+    "demos8": {"demos": 8},
+    "stale_cube": {"cube_delay": 90},
+    "long_chunk_late": {"chunk": 100, "cube_delay": 2},
+    "joints_only": {"cube_weight": 0.0},
 }
 
 """Named settings of `knn`. Measured success in the reference world (`python benchmarks/families/measure.py
@@ -378,16 +378,16 @@ FAMILY_SETTINGS: dict[str, dict] = {
 
 | setting             | what the user did                                               | ID    | OOD   |
 |---------------------|-----------------------------------------------------------------|-------|-------|
-| knn_nominal         | k 4, 100 demos, cube weight 10 rad/m, temperature 0.15, chunk 8 | 25/25 | 23/25 |
-| knn_single          | k 1: replays the single nearest demo, no interpolation          | 25/25 | 18/25 |
-| knn_noise           | smooth joint-command noise, 0.02 rad std                        | 19/25 | 17/25 |
-| knn_low_cube_weight | cube weight 0.2 rad/m: joints decide after the first query      | 23/25 | 13/25 |
-| knn_mean20          | k 20, a plain mean: the blend pulls toward the box centre       | 24/25 | 7/25  |
-| knn_demos20         | only the first 20 demos kept                                    | 20/25 | 8/25  |
-| knn_demos8          | only the first 8 demos kept                                     | 12/25 | 1/25  |
-| knn_stale_cube      | cube reading 90 steps late (ID box centre until it arrives)     | 9/25  | 2/25  |
-| knn_long_chunk_late | 100-step open-loop chunks, cube reading 2 steps late            | 2/25  | 0/25  |
-| knn_joints_only     | cube weight 0: retrieval blind to where the cube is             | 1/25  | 0/25  |
+| nominal             | k 4, 100 demos, cube weight 10 rad/m, temperature 0.15, chunk 8 | 25/25 | 23/25 |
+| single              | k 1: replays the single nearest demo, no interpolation          | 25/25 | 18/25 |
+| noise               | smooth joint-command noise, 0.02 rad std                        | 19/25 | 17/25 |
+| low_cube_weight     | cube weight 0.2 rad/m: joints decide after the first query      | 23/25 | 13/25 |
+| mean20              | k 20, a plain mean: the blend pulls toward the box centre       | 24/25 | 7/25  |
+| demos20             | only the first 20 demos kept                                    | 20/25 | 8/25  |
+| demos8              | only the first 8 demos kept                                     | 12/25 | 1/25  |
+| stale_cube          | cube reading 90 steps late (ID box centre until it arrives)     | 9/25  | 2/25  |
+| long_chunk_late     | 100-step open-loop chunks, cube reading 2 steps late            | 2/25  | 0/25  |
+| joints_only         | cube weight 0: retrieval blind to where the cube is             | 1/25  | 0/25  |
 """
 
 

@@ -282,14 +282,14 @@ def make_policy(**kwargs) -> BimanualPolicy:
 
 # Named settings for measure.py, as a user of such a controller would run them.
 FAMILY_SETTINGS: dict[str, dict] = {
-    "solo_nominal": {},
-    "solo_tilted": {"tilt": 1.0},
-    "solo_short_push": {"push_fraction": 0.2},
-    "solo_noisy_joints": {"joint_noise": 0.04},
-    "solo_offset_across": {"across_offset": 0.02},
-    "solo_no_push": {"push_fraction": 0.0},
-    "solo_stale_cube": {"reread": False},
-    "solo_weak_squeeze": {"squeeze": 0.6},
-    "solo_high_grasp": {"grasp_height": 0.05},
-    "solo_early_close": {"close_shift": -20},
+    "nominal": {},
+    "tilted": {"tilt": 1.0},
+    "short_push": {"push_fraction": 0.2},
+    "noisy_joints": {"joint_noise": 0.04},
+    "offset_across": {"across_offset": 0.02},
+    "no_push": {"push_fraction": 0.0},
+    "stale_cube": {"reread": False},
+    "weak_squeeze": {"squeeze": 0.6},
+    "high_grasp": {"grasp_height": 0.05},
+    "early_close": {"close_shift": -20},
 }

@@ -121,7 +121,7 @@ def test_bad_kwargs_are_refused_and_every_setting_is_valid():
         Library.load(knn.N_DEMOS + 1)
     for kwargs in knn.FAMILY_SETTINGS.values():
         KnnKnobs(**kwargs)
-    assert 8 <= len(knn.FAMILY_SETTINGS) <= 10 and "knn_nominal" in knn.FAMILY_SETTINGS
+    assert 8 <= len(knn.FAMILY_SETTINGS) <= 10 and "nominal" in knn.FAMILY_SETTINGS
 
 
 def test_demo_poses_cover_the_box_from_the_first_few_and_avoid_benchmark_seeds():
