@@ -198,6 +198,11 @@ Usage:
         --out benchmarks/results/generalization_lqr.json      # the twenty-fifth (--families miscal: the
         # twenty-sixth, generalization_miscal.json); wm_squeeze10: the committed head with head.closes,
         # head.squeeze and head.squeeze_depth = 0.1
+    python benchmarks/generalization.py --families solo --per_split 25 --samples 1 --workers 2 \
+        --output_dir outputs/bench/generalization_solo \
+        --world_models assets/world_model_coverage,outputs/overlap/wm_overlap,assets/world_model_blind \
+        --out benchmarks/results/generalization_solo.json     # the twenty-seventh (--families knn: the
+        # twenty-eighth, generalization_knn.json); wm_overlap: the committed head, head.pad_overlap 10 mm
     python benchmarks/generalization.py --families scripted --world_models ... --out /tmp/tuning.json
 """
 
