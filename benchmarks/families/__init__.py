@@ -182,6 +182,17 @@ success.
 |                 | settings: k = 1, a plain mean of 20, 20 or 8 demos, low or zero cube weight, |
 |                 | action noise, a stale cube reading, a 100-step open-loop chunk on a late     |
 |                 | reading                                                                      |
+| `promp`         | probabilistic movement primitives (ProMP): per arm joint, 30 normalised      |
+|                 | Gaussian basis functions of phase, a full Gaussian over the 360 stacked      |
+|                 | weights and the cube's initial x, y, fitted on 60 state-only demos of its    |
+|                 | own teacher; at step 0 it conditions on the cube reading and plays the       |
+|                 | conditioned mean joint path open loop, grippers switched at fitted phases;   |
+|                 | never an image. The teacher: joint keyframes by IK, minimum-jerk; the right  |
+|                 | comes top-down across the y faces, lifts and turns its wrist a quarter turn  |
+|                 | on the way to a hand-over left of centre; the left comes from -x rising 20   |
+|                 | degrees and pinches the free y faces low; settings: 6 basis functions, heavy |
+|                 | ridge, 4 demos, vague conditioning, tempered samples, noisy cube reading,    |
+|                 | 1.8x time scale, unconditioned mean                                          |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
