@@ -182,6 +182,16 @@ success.
 |                 | settings: k = 1, a plain mean of 20, 20 or 8 demos, low or zero cube weight, |
 |                 | action noise, a stale cube reading, a 100-step open-loop chunk on a late     |
 |                 | reading                                                                      |
+| `twohand`       | joint-space minimum-jerk move to the pre-grasp (IK solved once on the landed |
+|                 | cube), then synchronised straight Cartesian lines, smoothstep, damped        |
+|                 | least-squares IK every step; no hand-over: both arms come down on the cube   |
+|                 | on the table together, mirror images, each tilted 0.45 rad toward the other  |
+|                 | (wrists apart), and close at the same step on the same pair of faces (the    |
+|                 | normal nearest y), the left on its -x half, the right on its +x half; they   |
+|                 | lift it 8 cm together, then the right opens, backs off along its approach    |
+|                 | and rises while the left holds it up; settings: stale (still dropping) cube  |
+|                 | reading, late left, right dragging as it backs off, joint noise, weak left   |
+|                 | squeeze, early release with a weak left, high or outward left grasp          |
 | `promp`         | probabilistic movement primitives (ProMP): per arm joint, 30 normalised      |
 |                 | Gaussian basis functions of phase, a full Gaussian over the 360 stacked      |
 |                 | weights and the cube's initial x, y, fitted on 60 state-only demos of its    |
