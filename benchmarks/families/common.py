@@ -39,6 +39,16 @@ def gripper_rot(heading: float, pitch: float, roll: float) -> np.ndarray:
     return np.stack([a, c, np.cross(a, c)], axis=1)
 
 
+def rotvec_matrix(v: np.ndarray) -> np.ndarray:
+    """Rotation matrix of the rotation vector v (axis times angle; Rodrigues)."""
+    angle = float(np.linalg.norm(v))
+    if angle < 1e-12:
+        return np.eye(3)
+    k = v / angle
+    K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+    return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
+
+
 def wrap_pi(angle: float) -> float:
     """`angle` in [-pi, pi)."""
     return float((angle + np.pi) % (2 * np.pi) - np.pi)
@@ -91,6 +101,14 @@ def checked_knobs(knobs: type, family: str, kwargs: dict):
     if unknown:
         raise ValueError(f"{family}: unknown kwarg(s) {unknown}; known: {sorted(known)}.")
     return knobs(**kwargs)
+
+
+def refuse_invalid(knobs, checks: dict[str, bool]) -> None:
+    """Raise one ValueError naming every knob of `knobs` whose check in `checks` (name -> ok) failed."""
+    bad = [name for name, ok in checks.items() if not ok]
+    if bad:
+        values = ", ".join(f"{n}={getattr(knobs, n)!r}" for n in bad)
+        raise ValueError(f"{type(knobs).__name__}: invalid {values} (see the field comments for the ranges).")
 
 
 def episode_rng(seed: int, *observed: np.ndarray) -> np.random.Generator:

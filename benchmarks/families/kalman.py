@@ -60,6 +60,7 @@ from families.common import (
     episode_rng,
     gripper_rot,
     minimum_jerk,
+    refuse_invalid,
     smooth_noise,
 )
 
@@ -128,10 +129,7 @@ class KalmanKnobs:
             "release_wait": self.release_wait >= 0,
             "release_reach": self.release_reach >= 0,
         }
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            values = ", ".join(f"{n}={getattr(self, n)!r}" for n in bad)
-            raise ValueError(f"KalmanKnobs: invalid {values} (see the field comments for the ranges).")
+        refuse_invalid(self, checks)
 
     @property
     def filter_latency(self) -> int:

@@ -50,6 +50,7 @@ from families.common import (
     cube_yaw,
     episode_rng,
     gripper_rot,
+    refuse_invalid,
     top_down_roll,
 )
 
@@ -102,10 +103,7 @@ class LqrKnobs:
             "gain_scale": 0 <= self.gain_scale <= 1,
             "cube_noise": self.cube_noise >= 0,
         }
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            values = ", ".join(f"{n}={getattr(self, n)!r}" for n in bad)
-            raise ValueError(f"LqrKnobs: invalid {values} (see the field comments for the ranges).")
+        refuse_invalid(self, checks)
 
     @property
     def rate(self) -> np.ndarray:

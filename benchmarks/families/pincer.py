@@ -46,6 +46,7 @@ from families.common import (
     cube_yaw,
     episode_rng,
     gripper_rot,
+    rotvec_matrix,
     smooth_noise,
 )
 
@@ -126,16 +127,6 @@ def _rotvec(R: np.ndarray) -> np.ndarray:
     return angle * v / (2 * np.sin(angle))
 
 
-def _rotation(v: np.ndarray) -> np.ndarray:
-    """Rotation matrix of the rotation vector v (Rodrigues)."""
-    angle = float(np.linalg.norm(v))
-    if angle < 1e-12:
-        return np.eye(3)
-    k = v / angle
-    K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
-    return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
-
-
 def _quat_matrix(quat_wxyz: np.ndarray) -> np.ndarray:
     w, x, y, z = np.asarray(quat_wxyz, dtype=float) / np.linalg.norm(quat_wxyz)
     return np.array([
@@ -182,7 +173,7 @@ class Servo:
         if n > turn * DT:
             dr *= turn * DT / n
         self.pos = self.pos + dp
-        self.rot = _rotation(dr) @ self.rot
+        self.rot = rotvec_matrix(dr) @ self.rot
         q, _ = self.arm.ik(self.pos, self.rot, self.q, iters=10)
         self.q = self.q + np.clip(q - self.q, -JOINT_STEP, JOINT_STEP)  # no jump to another IK branch
 
@@ -222,7 +213,7 @@ class PincerEpisode:
             q, err = self.right.q, 0.0
             path = [(1 - s) * home_pos + s * (pos - STANDOFF * rot[:, 0]) for s in np.linspace(0.2, 1, 5)]
             for s, p in zip(np.linspace(0.2, 1, 5), path, strict=True):  # continuation along the reach
-                q, err_off = right.ik(p, _rotation(s * _rotvec(rot @ home_rot.T)) @ home_rot, q, iters=40)
+                q, err_off = right.ik(p, rotvec_matrix(s * _rotvec(rot @ home_rot.T)) @ home_rot, q, iters=40)
             q_off = q
             q, err = right.ik(pos, rot, q_off, iters=100)
             clear = all(
@@ -320,7 +311,7 @@ class PincerEpisode:
                 1.0, (self.right_clock + CLOSE_DWELL) / k.grip_ramp
             )
             pos = self.grasp_pos + [0.0, 0.0, LIFT]
-            rolled = self.grasp_rot @ _rotation(np.array([np.pi / 2, 0.0, 0.0]))  # about the approach (x)
+            rolled = self.grasp_rot @ rotvec_matrix(np.array([np.pi / 2, 0.0, 0.0]))  # about the approach (x)
             s.step(pos, rolled, 0.25, 2.0)
             if s.at(pos, rolled, tol=0.01):
                 # Where the cube sits in the hand now (it may have slipped): the carry aims that point.

@@ -59,6 +59,7 @@ from families.common import (
     checked_knobs,
     cube_yaw,
     episode_rng,
+    refuse_invalid,
 )
 
 DT = 0.02  # s per control step (50 Hz)
@@ -113,10 +114,7 @@ class RRTKnobs:
             "fallback": self.fallback in ("straight", "hold"),
             "regrasps": self.regrasps >= 0,
         }
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            values = ", ".join(f"{n}={getattr(self, n)!r}" for n in bad)
-            raise ValueError(f"RRTKnobs: invalid {values} (see the field comments for the ranges).")
+        refuse_invalid(self, checks)
 
 
 # ------------------------------------------------------------------------------------- collision model

@@ -54,6 +54,8 @@ from families.common import (
     episode_rng,
     gripper_rot,
     minimum_jerk,
+    refuse_invalid,
+    rotvec_matrix,
     smooth_noise,
     top_down_roll,
 )
@@ -109,10 +111,7 @@ class SoloKnobs:
             "tilt": 0.0 <= self.tilt <= np.pi / 2,
             "joint_noise": self.joint_noise >= 0,
         }
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            values = ", ".join(f"{n}={getattr(self, n)!r}" for n in bad)
-            raise ValueError(f"SoloKnobs: invalid {values} (see the field comments for the ranges).")
+        refuse_invalid(self, checks)
 
 
 # ------------------------------------------------------------------------------------------------- paths
@@ -128,16 +127,6 @@ def rot_log(R: np.ndarray) -> np.ndarray:
         axis = B[:, int(np.argmax(np.linalg.norm(B, axis=0)))]
         return angle * axis / np.linalg.norm(axis)
     return angle * w / (2 * np.sin(angle))
-
-
-def rot_exp(v: np.ndarray) -> np.ndarray:
-    """Rotation matrix of the rotation vector v (Rodrigues)."""
-    angle = float(np.linalg.norm(v))
-    if angle < 1e-12:
-        return np.eye(3)
-    k = v / angle
-    K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
-    return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
 
 
 class Path:
@@ -159,7 +148,7 @@ class Path:
         for (t0, p0, R0), (t1, p1, R1) in zip(self.keys[:-1], self.keys[1:], strict=True):
             if t < t1:
                 s = float(minimum_jerk((t - t0) / (t1 - t0)))
-                return p0 + s * (p1 - p0), R0 @ rot_exp(s * rot_log(R0.T @ R1))
+                return p0 + s * (p1 - p0), R0 @ rotvec_matrix(s * rot_log(R0.T @ R1))
         return self.keys[-1][1], self.keys[-1][2]
 
     def cut(self, t: int) -> Path:

@@ -79,6 +79,7 @@ from families.common import (
     cube_yaw,
     episode_rng,
     gripper_rot,
+    refuse_invalid,
     top_down_roll,
 )
 
@@ -139,10 +140,7 @@ class TreeKnobs:
             "left_tcp_error": len(self.left_tcp_error) == 3,
             "release_reach": self.release_reach >= 0,
         }
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            values = ", ".join(f"{n}={getattr(self, n)!r}" for n in bad)
-            raise ValueError(f"TreeKnobs: invalid {values} (see the field comments for the ranges).")
+        refuse_invalid(self, checks)
 
 
 # ---------------------------------------------------------------------------------------------- the tree

@@ -40,6 +40,7 @@ from families.common import (
     cube_yaw,
     episode_rng,
     minimum_jerk,
+    refuse_invalid,
     smooth_noise,
     smoothstep,
 )
@@ -85,10 +86,7 @@ class TwohandKnobs:
             "lift_steps": 1 <= self.lift_steps <= 150,
             "joint_noise": self.joint_noise >= 0,
         }
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            values = ", ".join(f"{n}={getattr(self, n)!r}" for n in bad)
-            raise ValueError(f"TwohandKnobs: invalid {values} (see the field comments for the ranges).")
+        refuse_invalid(self, checks)
 
 
 # -------------------------------------------------------------------------------------------- geometry

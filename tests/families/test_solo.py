@@ -5,16 +5,16 @@ stale cube reading misses."""
 
 from __future__ import annotations
 
-import mujoco
 import numpy as np
 import pytest
 import torch
 from gym_aloha.constants import START_ARM_POSE
 
 from families import solo
-from families.arm import TCP_IN_GRIPPER, Arm, load_model
-from families.common import LEFT_BASE
+from families.arm import Arm
+from families.common import LEFT_BASE, rotvec_matrix
 from families.solo import Path, SoloKnobs
+from helpers.kinematics import mujoco_tcp
 
 
 def test_rotation_log_and_exp_are_inverse():
@@ -22,15 +22,15 @@ def test_rotation_log_and_exp_are_inverse():
     for _ in range(20):
         v = rng.normal(size=3)
         v *= rng.uniform(0.01, 3.1) / np.linalg.norm(v)
-        R = solo.rot_exp(v)
+        R = rotvec_matrix(v)
         np.testing.assert_allclose(R @ R.T, np.eye(3), atol=1e-12)
         np.testing.assert_allclose(solo.rot_log(R), v, atol=1e-9)
-    half = solo.rot_exp(np.array([0.0, 0.0, np.pi]))  # half a turn: the axis from R + I
+    half = rotvec_matrix(np.array([0.0, 0.0, np.pi]))  # half a turn: the axis from R + I
     np.testing.assert_allclose(np.abs(solo.rot_log(half)), [0.0, 0.0, np.pi], atol=1e-6)
 
 
 def test_path_is_minimum_jerk_between_keyframes():
-    R1 = solo.rot_exp(np.array([0.0, 0.0, 1.0]))
+    R1 = rotvec_matrix(np.array([0.0, 0.0, 1.0]))
     path = Path(10, np.zeros(3), np.eye(3)).to(30, np.array([0.1, 0.0, 0.0]), R1)
     np.testing.assert_allclose(path.at(0)[0], 0.0)  # held before the first keyframe
     np.testing.assert_allclose(path.at(20)[0], [0.05, 0.0, 0.0])  # the quintic is 1/2 at mid-time
@@ -40,18 +40,6 @@ def test_path_is_minimum_jerk_between_keyframes():
     assert np.linalg.norm(path.at(11)[0] - path.at(10)[0]) < 0.05 * 0.1 / 20  # starts at rest
     with pytest.raises(ValueError, match="not after"):
         path.to(30, np.zeros(3), np.eye(3))
-
-
-def mujoco_tcp(side: str, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """TCP and gripper axes straight from MuJoCo's kinematics of a fresh model (not `Arm.fk`)."""
-    model = load_model()
-    data = mujoco.MjData(model)
-    start = 0 if side == "left" else 8
-    data.qpos[start : start + 6] = q
-    mujoco.mj_kinematics(model, data)
-    body = model.body(f"vx300s_{side}/gripper_link").id
-    R = data.xmat[body].reshape(3, 3)
-    return data.xpos[body] + R @ TCP_IN_GRIPPER, R
 
 
 @pytest.mark.parametrize("xy", [(-0.05, 0.45), (0.0, 0.6), (-0.1, 0.38)])

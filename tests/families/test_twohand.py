@@ -5,29 +5,17 @@ outward misses."""
 
 from __future__ import annotations
 
-import mujoco
 import numpy as np
 import pytest
 import torch
 from gym_aloha.constants import START_ARM_POSE
 
 from families import twohand
-from families.arm import TCP_IN_GRIPPER, Arm, load_model
+from families.arm import Arm
 from families.twohand import TwohandKnobs
+from helpers.kinematics import mujoco_tcp
 
 CUBE = np.array([0.1, 0.5, 0.02, 1.0, 0.0, 0.0, 0.0])
-
-
-def mujoco_tcp(side: str, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """TCP and gripper axes straight from MuJoCo's kinematics of a fresh model (not `Arm.fk`)."""
-    model = load_model()
-    data = mujoco.MjData(model)
-    start = 0 if side == "left" else 8
-    data.qpos[start : start + 6] = q
-    mujoco.mj_kinematics(model, data)
-    body = model.body(f"vx300s_{side}/gripper_link").id
-    R = data.xmat[body].reshape(3, 3)
-    return data.xpos[body] + R @ TCP_IN_GRIPPER, R
 
 
 @pytest.mark.parametrize("xy", [(0.1, 0.5), (-0.05, 0.35), (0.2, 0.6)])
