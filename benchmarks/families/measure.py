@@ -34,7 +34,7 @@ from r2s2r.robots.aloha import AlohaWorld, WorldConfig, sample_object_poses  # n
 FAMILIES = (
     "waypoint", "jointspace", "camera", "pincer", "relay", "retry", "rate", "stall", "overlap", "table",
     "nudge", "catch", "pivot", "swivel", "field", "joust", "teleop", "shoot", "mimic", "kalman",
-    "tree", "tuned", "dmp", "rrt", "lqr", "miscal", "solo", "knn", "twohand", "promp",
+    "tree", "tuned", "dmp", "rrt", "lqr", "miscal", "solo", "knn", "twohand", "promp", "gmr", "whip",
 )  # fmt: skip
 EPISODE_STEPS = 400
 HERE = Path(__file__).resolve().parent
