@@ -1608,6 +1608,32 @@ def test_pushes_move_a_resting_cube_out_of_the_way_of_the_fingers(clips):
     )
 
 
+def test_push_touch_keeps_pushing_a_cube_that_lay_just_inside_the_finger(clips):
+    """`head.push_touch`: a resting cube 5 mm inside a finger's box (its lower face along y, grown by the
+    cube's half-size, as in the test above) that already lay 2 mm inside it a step earlier (the finger then
+    3 mm farther back) is pushed back out to the face, 5 mm along -y, where up to 3 mm inside still counts
+    as at the face; at the default (1 mm) it counts as having been inside, and the finger passes through
+    it. Out of range is refused."""
+    with pytest.raises(ValueError, match="head.push_touch=0.03"):
+        WorldModelConfig.tiny(head=dict(push_touch=0.03))
+    assert WorldModelConfig.tiny().head.push_touch == StateDynamicsHead.PUSH_TOUCH
+    rules = dict(still_mode=True, contact=True, pads=True, holds=True, arm_targets=True, reads_cameras=False)
+    state = torch.tensor(HOME)[None].clone()
+    state[0, [6, 13]] = 1.0
+    got = {}
+    for touch in (0.001, 0.003):
+        model = _model(clips, head={**rules, "substeps": True, "pushes": True, "push_touch": touch})
+        fk = model.state_head.fk
+        rest = float(fk.table_top + fk.object_rest)
+        point = torch.tensor([[[0.0, 0.5, rest], [0.3, 0.5, rest]]])
+        level = torch.eye(3)[None, None].repeat(1, 2, 1, 1)
+        cube = torch.tensor([[0.0, 0.5 + 0.0356 - 0.02 + 0.005, rest]])
+        earlier = (point + torch.tensor([0.0, 0.003, 0.0]), level)
+        got[touch] = model.state_head.pushed(cube, state, (point, level), state, earlier) - cube
+    assert torch.equal(got[0.001], torch.zeros(1, 3))
+    torch.testing.assert_close(got[0.003], torch.tensor([[0.0, -0.005, 0.0]]), atol=1e-4, rtol=0)
+
+
 def _carried_latent(model, state: torch.Tensor, pose: torch.Tensor) -> torch.Tensor:
     """A carried-state head's latent (latent_size,): a zero learnt part, the raw proprio `state` and object
     `pose`, normalized as the head carries them."""

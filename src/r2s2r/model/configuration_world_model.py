@@ -110,6 +110,11 @@ class StateHeadConfig:
     # table, control step by control step, between frames and at the frame's end; an object no finger
     # reaches moves as the free modes predict.
     pushes: bool = False
+    # m: with pushes, how far inside a finger's box an object may have lain a step earlier and still count
+    # as lying at its face, so that the finger's next step goes on pushing it (a frame's start re-places
+    # the fingers from the frame's predicted end, a few millimetres off the last control step's; the default
+    # is StateDynamicsHead.PUSH_TOUCH).
+    push_touch: float = 0.001
     # With substeps and pad_holds, imagined steps (no weights): an object in mid-air that no gripper holds
     # through the frame falls freely from the control step its holder's command opens past the holder's
     # opening (at once if nothing held it), until the table stops it or a closing gripper's pads meet it
@@ -155,6 +160,8 @@ class StateHeadConfig:
             raise ValueError(f"head.balance_margin={self.balance_margin} must be in [-0.02, 0.02] m.")
         if not 0.0 <= self.squeeze_depth <= 0.5:
             raise ValueError(f"head.squeeze_depth={self.squeeze_depth} must be in [0, 0.5] of the range.")
+        if not 0.0 <= self.push_touch < 0.02:
+            raise ValueError(f"head.push_touch={self.push_touch} must be in [0, 0.02) m.")
 
     def _check_rules(self) -> None:
         """Refuse a rule switched on without the rules it builds on."""

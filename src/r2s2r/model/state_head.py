@@ -884,7 +884,8 @@ class StateDynamicsHead(nn.Module):
         across one of the box's faces a step earlier, is moved back out through that face (the nearest, if
         several), along the table: a finger that comes in from the side slides it, one that comes down on
         it from above presses it into the table and does not. Fingers of a gripper that is closing this
-        step are left to the grasp rules. Each push is cut to PUSH_MOST."""
+        step are left to the grasp rules. Each push is cut to PUSH_MOST. An object that lay up to
+        `head.push_touch` inside a face a step earlier still lay at it (the finger was already pushing it)."""
         fk = self.fk
         rest = position[:, 2] < fk.table_top + fk.object_rest + self.PUSH_RESTING  # (B,)
         closing = state[:, self.grippers] < before[:, self.grippers]  # (B,G)
@@ -897,7 +898,8 @@ class StateDynamicsHead(nn.Module):
         under, over = sides(state[:, self.grippers], *frames)
         was_under, was_over = sides(before[:, self.grippers], *earlier)
         inside = ((under > 0) & (over > 0)).all(-1)  # (B,G,F)
-        low, high = was_under <= self.PUSH_TOUCH, was_over <= self.PUSH_TOUCH  # faces it lay beyond (or at)
+        touch = self.cfg.head.push_touch  # faces it lay beyond (or at, or this little inside)
+        low, high = was_under <= touch, was_over <= touch
         way = torch.where(low, -under, torch.where(high, over, torch.zeros_like(over)))  # back out, signed
         depth = torch.where(low | high, way.abs(), torch.full_like(way, float("inf")))
         axis = depth.argmin(-1, keepdim=True)  # the nearest face it came in through
@@ -914,7 +916,7 @@ class StateDynamicsHead(nn.Module):
     PUSH_RESTING = 0.01  # m above its lowest resting height: an object still counts as resting on the table
     PUSH_ALONG = 0.5  # a push's share along the table below which a finger presses the object into it
     PUSH_MOST = 0.03  # m: the most one finger pushes an object in one control step
-    PUSH_TOUCH = 1e-3  # m: an object this far inside a finger's box still lay at its face (a pushed one does)
+    PUSH_TOUCH = 1e-3  # m: head.push_touch's default: a pushed object lies at the face, not inside it
 
     def _push_path(self, latent: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
         """`head.pushes`, imagined steps: how far (B,3) metres the frame's control steps (`_follow`, on the

@@ -40,8 +40,8 @@ with the head; its errors (radians, target alone vs tracked) go into refine.json
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
 --stops, --balance, --pad_holds, --takes, --held_success, --grip_servo, --capture, --squeeze, --turns,
 --doubt, --chance, --odds_doubt, --substeps, --pushes, --drops, --rests, --closes, --success_touch,
---touch_finger, --balance_margin, --squeeze_depth, --pad_overlap) on a refined head, fits the tracking
-model, the grippers' servo and the grasp odds, and writes the world model.
+--touch_finger, --balance_margin, --squeeze_depth, --pad_overlap, --push_touch) on a refined head, fits
+the tracking model, the grippers' servo and the grasp odds, and writes the world model.
 Other flags must then match the checkpoint's head (they would rebuild it, untrained); that is refused.
 
 --still_mode adds a pose mode "the cube stays exactly where it is", with its odds; training picks it
@@ -154,7 +154,9 @@ side, and is not closing on it, pushes it back out the way it came, along the ta
 control step (each finger the box round its geometry in the MJCF, the cube its half-size round its
 centre); one that comes down on it from above does not slide it. The frame ends with the cube where the
 fingers left it. Without it a cube no gripper holds moves only as the free modes predict, and a
-hand that sweeps through it on its way back leaves it where it lay.
+hand that sweeps through it on its way back leaves it where it lay. --push_touch (default 0.001 m) is how
+far inside a finger the cube may have lain a step earlier and still count as pushed by it: each frame
+starts the fingers from its predicted end, a few millimetres off where the last control step left them.
 
 --drops (with --substeps and --pad_holds; no weights): a cube in mid-air stays with a gripper only while
 its fingers are on it (within 0.1 of the opening where its pads meet it) and squeeze (commanded tighter

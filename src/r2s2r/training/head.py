@@ -113,6 +113,7 @@ class RefineConfig:
     touch_finger: int = -1  # with success_touch: only this finger (MJCF order) counts; -1: any finger
     balance_margin: float = 0.003  # m, with balance: the object's centre at least this far inside the faces
     squeeze_depth: float = 0.04  # with squeeze: a grasp's command at least this far past the pads' meeting
+    push_touch: float = 0.001  # m, with pushes: an object this far inside a finger a step earlier lay at it
     cameras: bool = True  # the head reads the views (head.reads_cameras); False: proprio and object pose
     # only, so --data and --heldout may be state-only recordings (r2s2r-record --world.cameras='[]')
     max_episodes: int = 0  # episodes per dataset to read (0: all)
@@ -175,6 +176,7 @@ RULES = (
     "balance_margin",
     "squeeze_depth",
     "pad_overlap",
+    "push_touch",
 )
 
 
@@ -223,7 +225,7 @@ def head_fields(cfg: RefineConfig) -> dict:
         "odds_doubt": cfg.odds_doubt, "substeps": cfg.substeps, "pushes": cfg.pushes,
         "drops": cfg.drops, "rests": cfg.rests, "closes": cfg.closes, "success_touch": cfg.success_touch,
         "touch_finger": cfg.touch_finger, "balance_margin": cfg.balance_margin,
-        "squeeze_depth": cfg.squeeze_depth,
+        "squeeze_depth": cfg.squeeze_depth, "push_touch": cfg.push_touch,
     }  # fmt: skip
 
 
