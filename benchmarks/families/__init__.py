@@ -203,6 +203,19 @@ success.
 |                 | degrees and pinches the free y faces low; settings: 6 basis functions, heavy |
 |                 | ridge, 4 demos, vague conditioning, tempered samples, noisy cube reading,    |
 |                 | 1.8x time scale, unconditioned mean                                          |
+| `gmr`           | Gaussian mixture regression (Calinon's GMM/GMR): a 64-component full-        |
+|                 | covariance GMM over [phase, the cube's bearing and distance from the right's |
+|                 | base, 14 commands, 12 measured arm joints], fitted by EM (phase bins x cube  |
+|                 | quadrants start) on 40 state-only demos of its own teacher; each step it     |
+|                 | conditions on the phase and the first cube reading and plays the conditional |
+|                 | mean command plus a proprio feedback term toward the conditional mean        |
+|                 | joints; never an image. The teacher: joint keyframes by IK, minimum-jerk;    |
+|                 | the right comes top-down, wrist rolled so its fingers close across the x     |
+|                 | faces, holds the upper part and carries it top-down to a hand-over right of  |
+|                 | centre and in front; the left comes from -x pitched 25 degrees down and      |
+|                 | pinches the y faces low; settings: 8 components, 5 demos, heavy covariance   |
+|                 | regularisation, one EM iteration from a random start, stiff feedback, open   |
+|                 | loop, a heavy command low-pass, noisy cube reading, 2.5x time scale          |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
