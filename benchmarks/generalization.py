@@ -63,9 +63,10 @@ a user will see on their own policies. This benchmark ranks families kept out of
     plans on a miscalibrated robot), `solo` (the left alone picks the cube, the right only pushes it within
     reach), `knn` (nearest-neighbour retrieval of its own teacher's demonstrations), `twohand` (both hands
     lift the cube together, then the right lets go), `promp` (probabilistic movement primitives
-    conditioned on the cube) and `gmr` (Gaussian mixture regression with joint feedback): each written
-    by another engineer apart from the model; the rule for the candidate it judged was set before any
-    model ran on it (its `kept_out_of`);
+    conditioned on the cube), `gmr` (Gaussian mixture regression with joint feedback) and `whip`
+    (time-optimal, acceleration-limited moves that can fling the cube): each written by another engineer
+    apart from the model; the rule for the candidate it judged was set before any model ran on it (its
+    `kept_out_of`);
   - `act_cam`: LeRobot ACT checkpoints along one run that reads the top view and the joint state only
     (as ACT's own simulated transfer-cube policies; no cube pose), trained from scratch on 120 rendered
     episodes of the nominal demonstrator; `act_cam_small`: a run on 30 others. Rendered logs, ranked on
@@ -236,7 +237,8 @@ from r2s2r.training.head import head_openloop, read_episodes  # noqa: E402
 SCRIPTED_FAMILIES = (
     "waypoint", "jointspace", "pincer", "relay", "retry", "rate", "stall", "overlap", "table", "nudge",
     "catch", "pivot", "swivel", "field", "joust", "teleop", "shoot", "mimic", "kalman", "tree", "tuned",
-    "dmp", "rrt", "lqr", "miscal", "solo", "knn", "twohand", "promp", "gmr", "camera",
+    "dmp", "rrt", "lqr", "miscal", "solo", "knn", "twohand", "promp", "gmr", "whip",
+    "camera",
 )  # fmt: skip
 # camera-only policies: rendered logs, ranked on the video path
 VIDEO_FAMILIES = ("camera", "act_cam", "act_cam_small")
@@ -531,6 +533,11 @@ KEPT_OUT_OF = {
         " head.push_touch was gated, apart from the model, its results, analyses and commit log (told not to"
         " read them), its settings tuned on real success only; its demonstrations are its own teacher's, in"
         " no model's data; no model has been ranked on it yet",
+    },
+    "whip": {
+        "training_data": "checked against provenance.json",
+        "design_decisions": "none: the same as gmr (written at the same time by another engineer); no model"
+        " has been ranked on it yet",
     },
     "act_cam": {
         "training_data": "checked against provenance.json",

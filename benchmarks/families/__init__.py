@@ -216,6 +216,17 @@ success.
 |                 | pinches the y faces low; settings: 8 components, 5 demos, heavy covariance   |
 |                 | regularisation, one EM iteration from a random start, stiff feedback, open   |
 |                 | loop, a heavy command low-pass, noisy cube reading, 2.5x time scale          |
+| `whip`          | time-optimal moves under velocity and acceleration limits (bang-coast-bang,  |
+|                 | jerk limited by an FIR blend), PTP joint transits, then LIN Cartesian lines, |
+|                 | IK every step, each move starting when the last ends; the right comes from   |
+|                 | its own side, 69 degrees down, fingers along y, TCP on its approach axis     |
+|                 | above the cube's centre, closes, lifts 5 cm and whips the cube unturned to a |
+|                 | hand-over above the centre; the left, 29 degrees down from above its side,   |
+|                 | re-reads the cube there and pinches the lower -x part of the same y faces    |
+|                 | under the right's tips; the right opens and backs off along its approach;    |
+|                 | settings: faster limits up to 100 m/s^2 with no blend (the servos overshoot  |
+|                 | and fling the cube out of the grip on the carry), light squeeze, fingertip   |
+|                 | hold, noisy cube reading, slow and safe limits                               |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
