@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MUJOCO_GL", "egl")
+# One BLAS kernel and one thread, whatever the CPU: OpenBLAS picks its kernels by CPU (an AVX-512 machine
+# sums in another order than an AVX2 one), and the families' stored models (promp_model.npz, gmr_model.npz)
+# are checked to regenerate bit for bit, and some scripted rollouts are chaotic enough to follow the last bit.
+os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+assert "numpy" not in sys.modules, "numpy was imported before tests/conftest.py could pin its BLAS"
 
 import r2s2r.robots.aloha  # noqa: E402, F401  (loads torch + triton before MuJoCo's GL, see aloha.py)
 
