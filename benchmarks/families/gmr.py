@@ -30,7 +30,8 @@ measured arm joints, the cube x, y read at step 0), only successes kept (all 40 
 cube drawn uniformly over x in [-0.03, 0.23], y in [0.37, 0.63] (the ID box plus 3 cm) with
 SeedSequence([31000, i]), seeds apart from the benchmark's. Regenerate, deterministically, with `python
 benchmarks/families/gmr.py` (`write_model`); other component counts, regularisations, demo counts or EM
-settings are refitted from the stored demos when the policy is built (a few seconds).
+settings are refitted from the stored demos when the policy is built (a few seconds). Bit for bit only under
+the tests' BLAS: `OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=1` (other kernels sum in another order).
 
 Knobs (`GmrKnobs`) are what a user of GMR sets or gets wrong: the number of components (few: each covers a
 long stretch of the motion and the grasp and hand-over are smoothed away), the covariance regularisation

@@ -24,6 +24,7 @@ commands, the cube x, y read at step 0), only successes kept (all 60 are). Demo 
 uniformly over x in [-0.02, 0.22], y in [0.38, 0.62] (the ID box plus 2 cm) with SeedSequence([777, i]),
 seeds apart from the benchmark's. Regenerate, deterministically, with `python benchmarks/families/promp.py`
 (`write_model`, about 30 s); other basis counts, ridges or demo counts are refitted from the stored demos.
+Bit for bit only under the tests' BLAS: `OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=1`.
 
 Knobs (`PrompKnobs`) are what a user of a ProMP sets or gets wrong: the number of basis functions (few: the
 grasp and hand-over are smoothed away), the ridge of the weight fit (large: weights shrink toward zero
