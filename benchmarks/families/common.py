@@ -1,4 +1,4 @@
-"""What the three held-out families share: gripper orientations, timing profiles, per-episode randomness.
+"""What the held-out families share: gripper orientations, timing profiles, per-episode randomness, teachers.
 
 A family's policy plans each episode of a lockstep batch on its first observation and then plays the plan;
 `EpisodeBatch` below holds those per-episode plans so that a family only writes `plan(...)` for one
@@ -178,3 +178,51 @@ class BimanualPolicy(EpisodeBatch):
         state = batch["observation.state"][b].astype(float)
         cube = batch["observation.environment_state"][b][:7].astype(float)
         return self.episode(self.knobs, self.left, self.right, state, cube)
+
+
+class PlannedEpisode:
+    """Plays a precomputed (steps, 14) command table, holding its last row."""
+
+    def __init__(self, commands: np.ndarray):
+        self.commands = commands
+
+    def action(self, t: int, batch: dict, b: int) -> np.ndarray:
+        return self.commands[min(t, len(self.commands) - 1)]
+
+
+def uniform_cube_poses(box: tuple, seed: int, n: int, first: int = 0) -> np.ndarray:
+    """(n, 7) unturned cube poses i = first..first+n-1, 5 cm up, x and y uniform over `box` ((x0, x1),
+    (y0, y1)) drawn with SeedSequence([seed, i])."""
+    (x0, x1), (y0, y1) = box
+    out = []
+    for i in range(first, first + n):
+        rng = np.random.default_rng(np.random.SeedSequence([seed, i]))
+        out.append([rng.uniform(x0, x1), rng.uniform(y0, y1), 0.05, 1.0, 0.0, 0.0, 0.0])
+    return np.array(out)
+
+
+def play_teacher(teacher, poses: np.ndarray, steps: int, num_envs: int = 10) -> dict[str, np.ndarray]:
+    """Play the policy `teacher` from cube `poses` (n, 7) in the reference world, state only, `num_envs`
+    starts at a time. Returns what each step observed, `states` (steps, n, 14) and `cubes` (steps, n, E)
+    (the environment state), the `actions` (steps, n, 14) commanded at it, and `success` (n,) bool (the
+    task's full reward reached at some step): the demonstrations of the families that learn from a teacher."""
+    from families.measure import to_batch
+    from r2s2r.robots.aloha import AlohaWorld, WorldConfig
+
+    parts: dict[str, list] = {"states": [], "cubes": [], "actions": [], "success": []}
+    for lo in range(0, len(poses), num_envs):
+        chunk = poses[lo : lo + num_envs]
+        with AlohaWorld(WorldConfig(cameras=(), num_envs=len(chunk))) as world:
+            obs, best, seen = world.reset(chunk, False), np.zeros(len(chunk)), []
+            teacher.reset()
+            for _ in range(steps):
+                action = teacher.select_action(to_batch(obs)).numpy()
+                seen.append(
+                    (obs["observation.state"].copy(), obs["observation.environment_state"].copy(), action)
+                )
+                step = world.step(action, False)
+                obs, best = step.observation, np.maximum(best, step.reward)
+        for j, key in enumerate(("states", "cubes", "actions")):
+            parts[key].append(np.stack([s[j] for s in seen]))
+        parts["success"].append(best >= 4)
+    return {k: np.concatenate(v, axis=0 if k == "success" else 1) for k, v in parts.items()}

@@ -57,12 +57,15 @@ from families.common import (
     GRIPPER_OPEN,
     RIGHT_BASE,
     BimanualPolicy,
+    PlannedEpisode,
     checked_knobs,
     episode_rng,
     gripper_rot,
     minimum_jerk,
     piecewise,
+    play_teacher,
     refuse_invalid,
+    uniform_cube_poses,
 )
 
 MODEL_FILE = Path(__file__).with_name("gmr_model.npz")
@@ -165,31 +168,16 @@ def teacher_commands(cube_xy: np.ndarray, left: Arm, right: Arm) -> np.ndarray:
     return out
 
 
-class TableEpisode:
-    """Plays a precomputed (steps, 14) command table, holding its last row."""
-
-    def __init__(self, commands: np.ndarray):
-        self.commands = commands
-
-    def action(self, t: int, batch: dict, b: int) -> np.ndarray:
-        return self.commands[min(t, len(self.commands) - 1)]
-
-
 def make_teacher() -> BimanualPolicy:
     """The scripted teacher as a policy: keyframes solved on the first cube reading."""
-    return BimanualPolicy(None, lambda knobs, left, right, state, cube: TableEpisode(
+    return BimanualPolicy(None, lambda knobs, left, right, state, cube: PlannedEpisode(
         teacher_commands(cube[:2], left, right)))  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------- demonstrations
 def demo_poses(n: int, first: int = 0) -> np.ndarray:
     """(n, 7) cube poses of demos first..first+n-1: uniform over DEMO_BOX, SeedSequence([DEMO_SEED, i])."""
-    (x0, x1), (y0, y1) = DEMO_BOX
-    out = []
-    for i in range(first, first + n):
-        rng = np.random.default_rng(np.random.SeedSequence([DEMO_SEED, i]))
-        out.append([rng.uniform(x0, x1), rng.uniform(y0, y1), 0.05, 1.0, 0.0, 0.0, 0.0])
-    return np.array(out)
+    return uniform_cube_poses(DEMO_BOX, DEMO_SEED, n, first)
 
 
 def record_demos(n: int, first: int = 0, num_envs: int = 10) -> dict[str, np.ndarray]:
@@ -199,30 +187,15 @@ def record_demos(n: int, first: int = 0, num_envs: int = 10) -> dict[str, np.nda
     joints measured before each command), float32 `contexts` (N, 2) (the cube x, y read at step 0) and
     int `index` (N,) (each demo's seed index i).
     """
-    from families.measure import to_batch
-    from r2s2r.robots.aloha import AlohaWorld, WorldConfig
-
-    poses, teacher = demo_poses(n, first), make_teacher()
-    keep: dict[str, list] = {"commands": [], "positions": [], "contexts": [], "index": []}
-    for lo in range(0, n, num_envs):
-        chunk = poses[lo : lo + num_envs]
-        with AlohaWorld(WorldConfig(cameras=(), num_envs=len(chunk))) as world:
-            obs, best = world.reset(chunk, False), np.zeros(len(chunk))
-            context, actions, states = obs["observation.environment_state"][:, :2].copy(), [], []
-            teacher.reset()
-            for _ in range(EPISODE_STEPS):
-                states.append(obs["observation.state"][:, ARM_COLUMNS])
-                actions.append(teacher.select_action(to_batch(obs)).numpy())
-                step = world.step(actions[-1], False)
-                obs, best = step.observation, np.maximum(best, step.reward)
-        actions, states = np.stack(actions)[:T_DEMO:STRIDE], np.stack(states)[:T_DEMO:STRIDE]  # (T, B, .)
-        for b in np.nonzero(best >= 4)[0]:
-            keep["commands"].append(actions[:, b])
-            keep["positions"].append(states[:, b])
-            keep["contexts"].append(context[b])
-            keep["index"].append(first + lo + b)
-    dtypes = {"commands": np.float16, "positions": np.float16, "contexts": np.float32, "index": np.int64}
-    return {k: np.array(v, dtype=dtypes[k]) for k, v in keep.items()}
+    played = play_teacher(make_teacher(), demo_poses(n, first), EPISODE_STEPS, num_envs)
+    kept = np.nonzero(played["success"])[0]
+    stored = lambda key: played[key][:T_DEMO:STRIDE, kept].transpose(1, 0, 2)  # noqa: E731  (N, T, .)
+    return {
+        "commands": stored("actions").astype(np.float16),
+        "positions": stored("states")[..., ARM_COLUMNS].astype(np.float16),
+        "contexts": played["cubes"][0, kept, :2].astype(np.float32),
+        "index": (first + kept).astype(np.int64),
+    }
 
 
 def polar(cube_xy: np.ndarray) -> np.ndarray:

@@ -54,6 +54,7 @@ from families.common import (
     checked_knobs,
     episode_rng,
     gripper_rot,
+    play_teacher,
     smooth_noise,
     smoothstep,
     wrap_pi,
@@ -207,26 +208,11 @@ def record_demos(n: int, first: int = 0, num_envs: int = 10) -> dict[str, np.nda
     (what the teacher commanded at it), `cubes` (N, DEMO_STEPS, 3) (the cube position observed) and int
     `index` (N,) (the demonstration's seed index i).
     """
-    from families.measure import to_batch
-    from r2s2r.robots.aloha import AlohaWorld, WorldConfig
-
-    poses, teacher = demo_poses(n, first), make_teacher()
-    keep: dict[str, list] = {"states": [], "actions": [], "cubes": [], "index": []}
-    for lo in range(0, n, num_envs):
-        chunk = poses[lo : lo + num_envs]
-        with AlohaWorld(WorldConfig(cameras=(), num_envs=len(chunk))) as world:
-            obs, rec, best = world.reset(chunk, False), [], np.zeros(len(chunk))
-            teacher.reset()
-            for _ in range(DEMO_STEPS):
-                action = teacher.select_action(to_batch(obs)).numpy()
-                rec.append((obs["observation.state"], action, obs["observation.environment_state"][:, :3]))
-                step = world.step(action, False)
-                obs, best = step.observation, np.maximum(best, step.reward)
-        for b in np.nonzero(best >= 4)[0]:
-            for key, j in (("states", 0), ("actions", 1), ("cubes", 2)):
-                keep[key].append(np.stack([r[j][b] for r in rec]).astype(np.float16))
-            keep["index"].append(first + lo + b)
-    return {k: np.array(v, dtype=np.int64 if k == "index" else np.float16) for k, v in keep.items()}
+    played = play_teacher(make_teacher(), demo_poses(n, first), DEMO_STEPS, num_envs)
+    kept = np.nonzero(played["success"])[0]
+    stored = lambda key: played[key][:, kept].transpose(1, 0, 2).astype(np.float16)  # noqa: E731
+    return {"states": stored("states"), "actions": stored("actions"), "cubes": stored("cubes")[..., :3],
+            "index": (first + kept).astype(np.int64)}  # fmt: skip
 
 
 def write_demos(path: Path = DEMO_FILE) -> None:

@@ -48,11 +48,14 @@ from families.common import (
     GRIPPER_OPEN,
     RIGHT_BASE,
     BimanualPolicy,
+    PlannedEpisode,
     checked_knobs,
     episode_rng,
     gripper_rot,
     minimum_jerk,
+    play_teacher,
     top_down_roll,
+    uniform_cube_poses,
 )
 
 MODEL_FILE = Path(__file__).with_name("promp_model.npz")
@@ -165,31 +168,16 @@ def teacher_actions(cube_xy: np.ndarray, left: Arm, right: Arm) -> np.ndarray:
     return out
 
 
-class PlanEpisode:
-    """Plays a precomputed (EPISODE_STEPS, 14) command table, holding its last row."""
-
-    def __init__(self, actions: np.ndarray):
-        self.actions = actions
-
-    def action(self, t: int, batch: dict, b: int) -> np.ndarray:
-        return self.actions[min(t, len(self.actions) - 1)]
-
-
 def make_teacher() -> BimanualPolicy:
     """The scripted teacher as a policy: keyframes solved on the first cube reading."""
-    return BimanualPolicy(None, lambda knobs, left, right, state, cube: PlanEpisode(
+    return BimanualPolicy(None, lambda knobs, left, right, state, cube: PlannedEpisode(
         teacher_actions(cube[:2], left, right)))  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------- demonstrations
 def demo_poses(n: int, first: int = 0) -> np.ndarray:
     """(n, 7) cube poses of demonstrations first..first+n-1: uniform over DEMO_BOX, SeedSequence([777, i])."""
-    (x0, x1), (y0, y1) = DEMO_BOX
-    out = []
-    for i in range(first, first + n):
-        rng = np.random.default_rng(np.random.SeedSequence([DEMO_SEED, i]))
-        out.append([rng.uniform(x0, x1), rng.uniform(y0, y1), 0.05, 1.0, 0.0, 0.0, 0.0])
-    return np.array(out)
+    return uniform_cube_poses(DEMO_BOX, DEMO_SEED, n, first)
 
 
 def record_demos(n: int, first: int = 0, num_envs: int = 10) -> dict[str, np.ndarray]:
@@ -199,29 +187,15 @@ def record_demos(n: int, first: int = 0, num_envs: int = 10) -> dict[str, np.nda
     (N, T_DEMO, 2) (the gripper commands), float32 `contexts` (N, 2) (the cube x, y the teacher read at
     step 0) and int `index` (N,) (the demonstration's seed index i).
     """
-    from families.measure import to_batch
-    from r2s2r.robots.aloha import AlohaWorld, WorldConfig
-
-    poses, teacher = demo_poses(n, first), make_teacher()
-    keep: dict[str, list] = {"joints": [], "grippers": [], "contexts": [], "index": []}
-    for lo in range(0, n, num_envs):
-        chunk = poses[lo : lo + num_envs]
-        with AlohaWorld(WorldConfig(cameras=(), num_envs=len(chunk))) as world:
-            obs, best = world.reset(chunk, False), np.zeros(len(chunk))
-            context, actions = obs["observation.environment_state"][:, :2].copy(), []
-            teacher.reset()
-            for _ in range(EPISODE_STEPS):
-                actions.append(teacher.select_action(to_batch(obs)).numpy())
-                step = world.step(actions[-1], False)
-                obs, best = step.observation, np.maximum(best, step.reward)
-        actions = np.stack(actions)[:T_DEMO]  # (T, B, 14)
-        for b in np.nonzero(best >= 4)[0]:
-            keep["joints"].append(np.concatenate([actions[:, b, :6], actions[:, b, 7:13]], axis=1))
-            keep["grippers"].append(actions[:, b, [6, 13]])
-            keep["contexts"].append(context[b])
-            keep["index"].append(first + lo + b)
-    dtypes = {"joints": np.float16, "grippers": np.float16, "contexts": np.float32, "index": np.int64}
-    return {k: np.array(v, dtype=dtypes[k]) for k, v in keep.items()}
+    played = play_teacher(make_teacher(), demo_poses(n, first), EPISODE_STEPS, num_envs)
+    kept = np.nonzero(played["success"])[0]
+    actions = played["actions"][:T_DEMO, kept].transpose(1, 0, 2)  # (N, T, 14)
+    return {
+        "joints": np.concatenate([actions[..., :6], actions[..., 7:13]], axis=-1).astype(np.float16),
+        "grippers": actions[..., [6, 13]].astype(np.float16),
+        "contexts": played["cubes"][0, kept, :2].astype(np.float32),
+        "index": (first + kept).astype(np.int64),
+    }
 
 
 # ---------------------------------------------------------------------------------------------- ProMP
@@ -383,7 +357,7 @@ class PrompPolicy(BimanualPolicy):
     def _episode(self, knobs: PrompKnobs, left: Arm, right: Arm, state: np.ndarray, cube: np.ndarray):
         rng = episode_rng(knobs.seed, cube)
         reading = cube[:2] + rng.normal(0.0, knobs.cube_noise, 2) if knobs.cube_noise > 0 else cube[:2]
-        return PlanEpisode(self.primitive.actions(self.primitive.weights(reading, rng)))
+        return PlannedEpisode(self.primitive.actions(self.primitive.weights(reading, rng)))
 
 
 def make_policy(**kwargs) -> PrompPolicy:
