@@ -35,6 +35,7 @@ FAMILIES = (
     "waypoint", "jointspace", "camera", "pincer", "relay", "retry", "rate", "stall", "overlap", "table",
     "nudge", "catch", "pivot", "swivel", "field", "joust", "teleop", "shoot", "mimic", "kalman",
     "tree", "tuned", "dmp", "rrt", "lqr", "miscal", "solo", "knn", "twohand", "promp", "gmr", "whip",
+    "probe", "slide",
 )  # fmt: skip
 EPISODE_STEPS = 400
 HERE = Path(__file__).resolve().parent

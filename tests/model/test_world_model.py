@@ -1828,6 +1828,31 @@ def test_success_touch_is_a_left_finger_touching_the_cube_clear_of_the_table(cli
     )  # the right's fingers are nowhere near the left's grasp point
 
 
+def test_touch_outline_sees_a_cube_beside_the_tapered_fingertips_untouched(clips):
+    """`head.touch_outline`: the cube in mid-air, square to the left gripper, 3.3 cm ahead of its grasp
+    point and 3.4 cm across its fingers' width, the fingers squeezed: it lies within the box bounding each
+    finger (+-3.05 cm wide) but beside the tapered tips (at most 1.25 cm wide each side where the cube
+    reaches), so the boxes count a touch and the outline does not (the reference world: the left fingers
+    close on nothing); between the fingertips both count it. Without success_touch it is refused."""
+    with pytest.raises(ValueError, match="head.touch_outline=True needs head.success_touch"):
+        WorldModelConfig.tiny(head=dict(still_mode=True, contact=True, touch_outline=True))
+    rules = dict(still_mode=True, contact=True, pads=True, holds=True, arm_targets=True, reads_cameras=False)
+    start = torch.tensor(HOME)
+    start[6] = 0.3  # the left's fingers closed past the cube's width (0.61)
+    verdicts = {}
+    for outline in (False, True):
+        model = _model(clips, head={**rules, "success_touch": 0, "touch_outline": outline})
+        point, rot = model.state_head.fk(start[None])
+        square = _quaternion(rot[0, 0].double().numpy())
+        for across in (0.034, 0.0):
+            where = point[0, 0] + rot[0, 0, :, 0] * 0.033 + rot[0, 0, :, 2] * across
+            cube = torch.cat([where, square])
+            verdicts[outline, across] = bool(
+                model.state_head.touch_success(_carried_latent(model, start, cube))
+            )
+    assert verdicts == {(False, 0.034): True, (False, 0.0): True, (True, 0.034): False, (True, 0.0): True}
+
+
 def test_touch_finger_counts_only_the_finger_the_reference_world_names(clips):
     """`head.touch_finger`: gym-aloha's transfer-cube success names one finger geom of the left gripper
     (10_left_gripper_finger, the first in the MJCF's order). A cube in mid-air against the left gripper's

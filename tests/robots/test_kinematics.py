@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from r2s2r.robots.checker import PhysicsChecker
-from r2s2r.robots.kinematics import GraspKinematics, finger_boxes, pad_box
+from r2s2r.robots.kinematics import GraspKinematics, _hull_cut, face_profile, finger_boxes, pad_box
 from r2s2r.robots.spec import EmbodimentSpec, robot_spec
 
 
@@ -72,6 +72,50 @@ def test_pad_box_is_where_the_open_fingers_faces_reach_an_object():
     assert axis == 1  # the fingers slide along the hand's y
     with pytest.raises(ValueError, match="palm_only has no finger on a slide joint"):
         pad_box(model, "palm_only", (0.0, 0.0, 0.0), 0.01)
+
+
+def test_hull_cut_is_the_convex_hull_of_the_points_cut_at_each_depth():
+    """A triangle (0, 0), (10, 5), (10, -5) with an interior point (5, 0): cut at depth x it spans
+    +-x/2 (the interior point changes nothing); cut every 2.5 from 0 to 10, the end cuts just inside."""
+    points = np.array([[0.0, 0.0], [10.0, 5.0], [10.0, -5.0], [5.0, 0.0]])
+    depths, low, high = _hull_cut(points, 2.5)
+    np.testing.assert_allclose(depths, [1.25, 2.5, 5.0, 7.5, 8.75])
+    np.testing.assert_allclose(high, depths / 2)
+    np.testing.assert_allclose(low, -depths / 2)
+
+
+def test_face_profile_of_box_fingers_is_their_face_and_of_aloha_tapers_to_the_tips():
+    """The two box fingers' inner faces are rectangles, x -0.03..0.01, z +-0.015 about the grasp point, so
+    every cut spans +-0.015. ALOHA's tapers (mesh vertices of its fingers): 61 mm wide from the base to 36
+    mm behind the grasp point, then straight in to 10 mm at the tips 34 mm ahead of it; 30 mm ahead of it
+    the face is 12.6 mm wide (by hand: 30.5 - 25.5 * 66.3 / 70.0 mm each side)."""
+    hand = mujoco.MjModel.from_xml_string(HAND)
+    depths, low, high = face_profile(hand, "hand", (0.06, 0.0, 0.0))
+    assert depths[0] == pytest.approx(-0.03, abs=1e-3) and depths[-1] == pytest.approx(0.01, abs=1e-3)
+    np.testing.assert_allclose(low, -0.015, atol=1e-9)
+    np.testing.assert_allclose(high, 0.015, atol=1e-9)
+    spec = robot_spec("aloha")
+    aloha = mujoco.MjModel.from_xml_path(spec.model_xml)
+    depths, low, high = face_profile(aloha, "vx300s_left/gripper_link", (0.12, 0.0, 0.0))
+    width = lambda at: 1000 * float(np.interp(at, depths, high - low))  # noqa: E731
+    assert width(-0.045) == pytest.approx(61.0, abs=0.5)
+    assert width(0.030) == pytest.approx(2 * (30.5 - 25.5 * 66.3 / 70.0), abs=0.5)
+    assert width(0.033) == pytest.approx(10.4, abs=0.5)
+    assert width(0.0) < width(-0.02) < width(-0.04)
+
+
+def test_overlaps_faces_finds_the_gap_beside_a_tapered_fingertip():
+    """In the plane of ALOHA's pads' faces (along the fingers, across them), a 4 cm square centred 3.3 cm
+    ahead of the grasp point and 3.4 cm to the side spans 1.4-5.4 cm across, within the fingers' bounding
+    box (+-3.05 cm), but over 1.3-5.3 cm ahead, where the tapered faces are at most 1.25 cm wide each side
+    (by hand: 30.5 - 25.5 * 49.3 / 70.0 mm): no overlap, until a 1 cm margin closes the gap. Centred 1 cm
+    to the side it overlaps; 5 cm past the tips it does not."""
+    fk = GraspKinematics(robot_spec("aloha"))
+    square = 0.02 * torch.tensor([[-1.0, -1.0], [-1.0, 1.0], [1.0, -1.0], [1.0, 1.0]])
+    centres = torch.tensor([[0.033, 0.034], [0.033, 0.010], [0.084, 0.0]])
+    inside = fk.overlaps_faces(centres[:, None, :] + square)
+    assert inside.tolist() == [False, True, False]
+    assert bool(fk.overlaps_faces(centres[0] + square, margin=0.01))
 
 
 def test_finger_boxes_bound_each_open_finger_and_say_which_way_it_opens():

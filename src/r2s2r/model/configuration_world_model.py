@@ -137,6 +137,10 @@ class StateHeadConfig:
     # With success_touch: only this finger of that gripper counts (its index in the MJCF's order,
     # GraspKinematics.finger_names), as the reference world names one finger geom; -1: any finger.
     touch_finger: int = -1
+    # With success_touch: in the plane of the pads' faces, the touch compares the object's outline with the
+    # fingers' own (their faces' convex hull in the MJCF: ALOHA's taper from 61 mm wide at the base to 10 mm
+    # at the tips), not with the box bounding each finger; across the faces, the boxes as before.
+    touch_outline: bool = False
 
     def __post_init__(self) -> None:
         self._check_sizes()
@@ -204,6 +208,8 @@ class StateHeadConfig:
                 f"head.touch_finger={self.touch_finger} must be -1 (any finger) or, with head.success_touch"
                 " >= 0, a finger's index in the MJCF's order."
             )
+        if self.touch_outline and self.success_touch < 0:
+            raise ValueError("head.touch_outline=True needs head.success_touch >= 0 (the touch it draws).")
         if self.rests and not self.pad_holds:
             raise ValueError("head.rests=True needs head.pad_holds=True.")
         if self.closes and not self.pads:

@@ -1318,6 +1318,12 @@ class StateDynamicsHead(nn.Module):
         low = (rel + reach)[..., None, :] >= lower - self.TOUCH_MARGIN
         high = (rel - reach)[..., None, :] <= upper + self.TOUCH_MARGIN
         each = (low & high).all(-1)  # (...,G,F)
+        if self.cfg.head.touch_outline:  # in the faces' plane: the object's outline, the fingers' tapered one
+            axes = self.fk.face_axes
+            corners = (rot.transpose(-1, -2) @ faces[..., None, :, :]) @ (self.fk.object_rest * CORNERS).T
+            outline = (rel[..., axes, None] + corners[..., axes, :]).transpose(-1, -2)  # (...,G,8,2)
+            across = (low & high)[..., self.fk.closing_axis]
+            each = across & self.fk.overlaps_faces(outline, self.TOUCH_MARGIN)[..., None]
         return each.any(-1) if finger < 0 else each[..., finger]
 
     SURE = 10.0  # the success logit of a certain verdict (head.success_touch)
@@ -1394,6 +1400,10 @@ class StateDynamicsHead(nn.Module):
         """Uncertainty (B,) of member predictions (B,M,·): mean std of normalized state and object state."""
         spread = torch.cat([decoded["state"], decoded["env_state"]], dim=-1).std(dim=1)  # (B,S+E)
         return spread.mean(dim=-1)
+
+
+# a cube's corners about its centre, in units of its half-size
+CORNERS = torch.tensor([[x, y, z] for x in (-1.0, 1.0) for y in (-1.0, 1.0) for z in (-1.0, 1.0)])
 
 
 def quat_matrix(q: torch.Tensor) -> torch.Tensor:

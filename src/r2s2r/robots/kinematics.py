@@ -148,6 +148,44 @@ def pad_box(
     return centre, half, fingers[0][2] - float(min(gaps)), axis
 
 
+def face_profile(
+    model, body_name: str, point, step: float = 0.001
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pads' inner faces as the fingers' geometry gives them, not their bounding box: ALOHA's taper from
+    61 mm wide at the base to 10 mm at the tips. Along the first axis of the faces' plane (`depths` (N,),
+    metres, every `step` over the faces' extent), the extent `lo`, `hi` (N,) along the second where both
+    fingers' faces reach: each face is the convex hull of its vertices nearest the closing axis (MuJoCo
+    collides a mesh by its convex hull), cut at each depth."""
+    fingers, axis = _open_fingers(model, body_name, point)
+    a, b = [i for i in range(3) if i != axis]
+    cuts = []
+    for v, _, _ in fingers:
+        gap = np.abs(v[:, axis]).min()
+        face = v[np.abs(v[:, axis]) <= gap + 1e-3][:, [a, b]]
+        cuts.append(_hull_cut(face, step))
+    start, stop = max(c[0][0] for c in cuts), min(c[0][-1] for c in cuts)
+    depths = np.linspace(start, stop, max(int(round((stop - start) / step)), 1) + 1)
+    lo = np.max([np.interp(depths, d, low) for d, low, _ in cuts], axis=0)
+    hi = np.min([np.interp(depths, d, high) for d, _, high in cuts], axis=0)
+    return depths, lo, hi
+
+
+def _hull_cut(points: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The convex hull of 2-D `points` (N,2) cut at depths (first coordinate) every `step` over its extent:
+    (depths, lowest and highest second coordinate there). A depth's cut is spanned by the segments between
+    any two points on either side of it, so no hull is built."""
+    low, high = points[:, 0].min(), points[:, 0].max()
+    depths = np.linspace(low, high, max(int(round((high - low) / step)), 1) + 1)
+    depths[[0, -1]] += np.array([1, -1]) * min(step, high - low) / 2  # a hull may end in one vertex
+    n = len(points)
+    p, q = np.repeat(points, n, axis=0), np.tile(points, (n, 1))  # every ordered pair of points
+    da, pa, pb, qb = q[:, 0] - p[:, 0], p[:, 0], p[:, 1], q[:, 1] - p[:, 1]
+    t = (depths[:, None] - pa) / np.where(da == 0, np.inf, da)  # (D, pairs): where each cut meets each pair
+    spans = (t >= 0) & (t <= 1) & (da > 0)
+    at = pb + t.clip(0, 1) * qb
+    return depths, np.where(spans, at, np.inf).min(1), np.where(spans, at, -np.inf).max(1)
+
+
 def _slides(model, body: int) -> list[int]:
     """The slide joints of the bodies under `body` (its fingers), in the MJCF's order."""
     import mujoco
@@ -262,12 +300,30 @@ class GraspKinematics(nn.Module):
         self.register_buffer(
             "face_half", torch.tensor(half[self.face_axes] - grow).float().clamp_min(1e-3), persistent=False
         )
+        depths, lo, hi = face_profile(model, frames["bodies"][0], frames["point"])
+        angles = np.linspace(0, np.pi, self.SUPPORT_DIRECTIONS, endpoint=False)
+        directions = np.stack([np.cos(angles), np.sin(angles)], -1)  # (K,2) in the faces' plane
+        outline = np.concatenate([np.stack([depths, lo], -1), np.stack([depths, hi], -1)]) @ directions.T
+        self.register_buffer("support_directions", torch.tensor(directions).float(), persistent=False)
+        support = np.stack([outline.min(0), outline.max(0)], -1)  # (K,2) the faces' extent along each
+        self.register_buffer("support", torch.tensor(support).float(), persistent=False)
         self.finger_travel = frames.get("finger_travel")
         lower, upper, opens, self.finger_widest = finger_boxes(model, frames["bodies"][0], frames["point"])
         # each gripper's fingers' geom names, in finger_boxes' order (head.touch_finger picks one by index)
         self.finger_names = tuple(finger_names(model, body) for body in frames["bodies"])
         for name, value in (("finger_lower", lower), ("finger_upper", upper), ("finger_opens", opens)):
             self.register_buffer(name, torch.tensor(value).float(), persistent=False)
+
+    SUPPORT_DIRECTIONS = 32  # directions in the faces' plane along which `overlaps_faces` looks for a gap
+
+    def overlaps_faces(self, points: torch.Tensor, margin: float = 0.0) -> torch.Tensor:
+        """(...) whether the convex hull of `points` (...,N,2), in the faces' plane (`face_axes`), overlaps
+        the faces' polygon (`face_profile`) grown by `margin` (m): no gap between their extents along any of
+        SUPPORT_DIRECTIONS directions (the separating-axis test, the directions standing in for the edges'
+        normals)."""
+        along = points @ self.support_directions.to(points).T  # (...,N,K)
+        low, high = self.support.to(points).unbind(-1)
+        return ((along.amin(-2) <= high + margin) & (along.amax(-2) >= low - margin)).all(-1)
 
     def balance_margin(self, rel: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
         """How far (m, (...,G)) an object's centre at `rel` (...,G,3) in each gripper's frame lies inside the

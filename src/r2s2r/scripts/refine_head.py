@@ -40,8 +40,8 @@ with the head; its errors (radians, target alone vs tracked) go into refine.json
 --head.steps=0 trains nothing: it switches the rules above (--arm_targets, --arm_tracking, --holds, --falls,
 --stops, --balance, --pad_holds, --takes, --held_success, --grip_servo, --capture, --squeeze, --turns,
 --doubt, --chance, --odds_doubt, --substeps, --pushes, --drops, --rests, --closes, --success_touch,
---touch_finger, --balance_margin, --squeeze_depth, --pad_overlap, --push_touch) on a refined head, fits
-the tracking model, the grippers' servo and the grasp odds, and writes the world model.
+--touch_finger, --touch_outline, --balance_margin, --squeeze_depth, --pad_overlap, --push_touch) on a
+refined head, fits the tracking model, the grippers' servo and the grasp odds, and writes the world model.
 Other flags must then match the checkpoint's head (they would rebuild it, untrained); that is refused.
 
 --still_mode adds a pose mode "the cube stays exactly where it is", with its odds; training picks it
@@ -186,7 +186,10 @@ the test agrees with the recorded success on 99.3 % of frames (benchmarks/studie
 Without it a left that touches the cube while the right still holds it, which the reference world counts
 as a success, is not one in imagination. -1 (the default) turns it off. --touch_finger=0 counts only
 that finger of the gripper (its index in the MJCF's order; ALOHA: 0 is 10_left_gripper_finger, the one
-finger gym-aloha's test names; -1, the default: any finger).
+finger gym-aloha's test names; -1, the default: any finger). --touch_outline (with --success_touch) draws
+the fingers in the plane of their pads' faces as the faces' convex hull in the MJCF, not as the box
+bounding each finger: ALOHA's fingers taper from 61 mm wide at the base to 10 mm at the tips, and a cube
+held 3 cm to the side of a fingertip does not touch it.
 
 --pose_modes=2 gives the head two free alternative object-pose changes per step (say, pushed or left
 behind) with their odds; each imagined episode of WorldModelEnv follows one, drawn once by the odds.

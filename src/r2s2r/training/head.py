@@ -111,6 +111,7 @@ class RefineConfig:
     closes: bool = False  # with pads: imagined fingers round an object close as the servo, stop on it
     success_touch: int = -1  # with contact: success = this gripper's finger touches the object off the table
     touch_finger: int = -1  # with success_touch: only this finger (MJCF order) counts; -1: any finger
+    touch_outline: bool = False  # with success_touch: the fingers' tapered outline, not their boxes
     balance_margin: float = 0.003  # m, with balance: the object's centre at least this far inside the faces
     squeeze_depth: float = 0.04  # with squeeze: a grasp's command at least this far past the pads' meeting
     push_touch: float = 0.001  # m, with pushes: an object this far inside a finger a step earlier lay at it
@@ -177,6 +178,7 @@ RULES = (
     "squeeze_depth",
     "pad_overlap",
     "push_touch",
+    "touch_outline",
 )
 
 
@@ -226,6 +228,7 @@ def head_fields(cfg: RefineConfig) -> dict:
         "drops": cfg.drops, "rests": cfg.rests, "closes": cfg.closes, "success_touch": cfg.success_touch,
         "touch_finger": cfg.touch_finger, "balance_margin": cfg.balance_margin,
         "squeeze_depth": cfg.squeeze_depth, "push_touch": cfg.push_touch,
+        "touch_outline": cfg.touch_outline,
     }  # fmt: skip
 
 
