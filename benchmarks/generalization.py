@@ -64,7 +64,9 @@ a user will see on their own policies. This benchmark ranks families kept out of
     reach), `knn` (nearest-neighbour retrieval of its own teacher's demonstrations), `twohand` (both hands
     lift the cube together, then the right lets go), `promp` (probabilistic movement primitives
     conditioned on the cube), `gmr` (Gaussian mixture regression with joint feedback) and `whip`
-    (time-optimal, acceleration-limited moves that can fling the cube): each written by another engineer
+    (time-optimal, acceleration-limited moves that can fling the cube), `probe` (a coarse cube reading and
+    a tactile search: grasps judged by feel and retried at offsets) and `slide` (the right drags the cube
+    along the table, the left picks it up there): each written by another engineer
     apart from the model; the rule for the candidate it judged was set before any model ran on it (its
     `kept_out_of`);
   - `act_cam`: LeRobot ACT checkpoints along one run that reads the top view and the joint state only
@@ -212,6 +214,11 @@ Usage:
         --out benchmarks/results/generalization_twohand.json  # the twenty-ninth (--families promp: the
         # thirtieth, generalization_promp.json); wm_capture: the committed head, head.push_touch 3 mm,
         # head.grip_servo and head.capture
+    python benchmarks/generalization.py --families gmr --per_split 25 --samples 1 --workers 2 \
+        --output_dir outputs/bench/generalization_gmr \
+        --world_models assets/world_model_coverage,outputs/taper/wm_taper,outputs/taper/wm_touch \
+        --out benchmarks/results/generalization_gmr.json      # the thirty-first (--families whip: the
+        # thirty-second, generalization_whip.json); wm_taper: the committed head, head.touch_outline
     python benchmarks/generalization.py --families scripted --world_models ... --out /tmp/tuning.json
 """
 
@@ -243,7 +250,7 @@ from r2s2r.training.head import head_openloop, read_episodes  # noqa: E402
 SCRIPTED_FAMILIES = (
     "waypoint", "jointspace", "pincer", "relay", "retry", "rate", "stall", "overlap", "table", "nudge",
     "catch", "pivot", "swivel", "field", "joust", "teleop", "shoot", "mimic", "kalman", "tree", "tuned",
-    "dmp", "rrt", "lqr", "miscal", "solo", "knn", "twohand", "promp", "gmr", "whip",
+    "dmp", "rrt", "lqr", "miscal", "solo", "knn", "twohand", "promp", "gmr", "whip", "probe",
     "camera",
 )  # fmt: skip
 # camera-only policies: rendered logs, ranked on the video path
@@ -542,12 +549,23 @@ KEPT_OUT_OF = {
         "design_decisions": "none: written in one sitting by another engineer (with whip, by a third), set to"
         " work before head.push_touch was thought of, apart from the model, its results, analyses and commit"
         " log (told not to read them), its settings tuned on real success only; its demonstrations are its"
-        " own teacher's, in no model's data; no model has been ranked on it yet",
+        " own teacher's, in no model's data; the rule for keeping wm_taper (head.touch_outline;"
+        " outputs/taper/decision_rule.txt, from the spent twohand and pincer logs, gated on pincer and joust)"
+        " was set before any model ran on it; its real logs and the second real run were made first, then"
+        " assets/world_model_coverage, wm_taper and wm_touch were each ranked on it once; nothing was"
+        " changed after",
     },
     "whip": {
         "training_data": "checked against provenance.json",
-        "design_decisions": "none: the same as gmr (written at the same time by another engineer); no model"
-        " has been ranked on it yet",
+        "design_decisions": "none: the same as gmr (written at the same time by another engineer, judged"
+        " with it)",
+    },
+    "probe": {
+        "training_data": "checked against provenance.json",
+        "design_decisions": "none: written in one sitting by another engineer (with slide, by a third), set"
+        " to work before head.touch_outline was thought of, apart from the model, its results, analyses and"
+        " commit log (told not to read them), its settings tuned on real success only; no model has been"
+        " ranked on it yet",
     },
     "act_cam": {
         "training_data": "checked against provenance.json",

@@ -227,6 +227,23 @@ success.
 |                 | settings: faster limits up to 100 m/s^2 with no blend (the servos overshoot  |
 |                 | and fling the cube out of the grip on the carry), light squeeze, fingertip   |
 |                 | hold, noisy cube reading, slow and safe limits                               |
+| `probe`         | tactile search on a coarse cube reading: it reads the cube's x, y once with  |
+|                 | a per-episode bias and noise, comes down top-down where it believes the cube |
+|                 | is, fingers on the y faces, and judges the grasp by feel: fingers shut on    |
+|                 | nothing or stalled too wide, or a TCP stopped high (a finger on the cube's   |
+|                 | top, then it does not close), is a miss; it opens, rises and comes down      |
+|                 | again at the next offset of a cross-then-diagonals search pattern around its |
+|                 | first guess, up to 3 tries; minimum-jerk TCP lines, IK every step. After a   |
+|                 | judged hold it lifts and turns the cube an eighth turn about the vertical on |
+|                 | the way to a hand-over just left of centre; the left never reads the cube,   |
+|                 | takes it where the right's measured joints say it is, comes in diagonally    |
+|                 | (heading 45 degrees) nearly level under the right's hand, pinches the free   |
+|                 | faces and checks its take by its finger opening, searching along its closing |
+|                 | axis on a miss; then the right opens and rises away (a cube held far off the |
+|                 | middle of the right's pads is shoved by the left's take and may fall after   |
+|                 | the release); settings: good reader, one try, worse and far worse readers,   |
+|                 | tiny search step, thresholds that take a miss for a hold or a hold for a     |
+|                 | miss, light squeeze, 0.4x speed                                              |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
