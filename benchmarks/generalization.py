@@ -250,7 +250,7 @@ from r2s2r.training.head import head_openloop, read_episodes  # noqa: E402
 SCRIPTED_FAMILIES = (
     "waypoint", "jointspace", "pincer", "relay", "retry", "rate", "stall", "overlap", "table", "nudge",
     "catch", "pivot", "swivel", "field", "joust", "teleop", "shoot", "mimic", "kalman", "tree", "tuned",
-    "dmp", "rrt", "lqr", "miscal", "solo", "knn", "twohand", "promp", "gmr", "whip", "probe",
+    "dmp", "rrt", "lqr", "miscal", "solo", "knn", "twohand", "promp", "gmr", "whip", "probe", "slide",
     "camera",
 )  # fmt: skip
 # camera-only policies: rendered logs, ranked on the video path
@@ -566,6 +566,11 @@ KEPT_OUT_OF = {
         " to work before head.touch_outline was thought of, apart from the model, its results, analyses and"
         " commit log (told not to read them), its settings tuned on real success only; no model has been"
         " ranked on it yet",
+    },
+    "slide": {
+        "training_data": "checked against provenance.json",
+        "design_decisions": "none: the same as probe (written at the same time by another engineer); no model"
+        " has been ranked on it yet",
     },
     "act_cam": {
         "training_data": "checked against provenance.json",

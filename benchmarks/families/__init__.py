@@ -244,6 +244,18 @@ success.
 |                 | the release); settings: good reader, one try, worse and far worse readers,   |
 |                 | tiny search step, thresholds that take a miss for a hold or a hold for a     |
 |                 | miss, light squeeze, 0.4x speed                                              |
+| `slide`         | Cartesian straight lines, smoothstep, damped least-squares IK every step     |
+|                 | after a joint-space minimum-jerk first move; no carry through the air: the   |
+|                 | right comes top-down, closes low on the cube's y faces (tips 5 mm above the  |
+|                 | table) and drags it along the table to a point left of centre, its height    |
+|                 | trimmed by an integral on its FK-measured height so the cube skims the       |
+|                 | table, then opens, rises and returns home; the left, staged behind and       |
+|                 | above, re-reads the cube where it now lies, comes top-down with its wrist    |
+|                 | turned a quarter turn, pinches the free x faces and lifts it; settings:      |
+|                 | stale (pre-drag) cube reading, crawling and slow drags, a drag target at the |
+|                 | edge of the left's reach, left grasp offset, light squeeze, release long     |
+|                 | before the drag ends, tips pressed onto the table with a fast drag,          |
+|                 | fingertip drag                                                               |
 
 `arm.py` is their own kinematics (MuJoCo FK + damped least-squares IK), `common.py` what they share. The
 folder `benchmarks` must be on `sys.path` (pytest's `pythonpath` has it; elsewhere `PYTHONPATH=benchmarks`).
