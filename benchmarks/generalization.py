@@ -219,6 +219,11 @@ Usage:
         --world_models assets/world_model_coverage,outputs/taper/wm_taper,outputs/taper/wm_touch \
         --out benchmarks/results/generalization_gmr.json      # the thirty-first (--families whip: the
         # thirty-second, generalization_whip.json); wm_taper: the committed head, head.touch_outline
+    python benchmarks/generalization.py --families probe --per_split 25 --samples 1 --workers 2 \
+        --output_dir outputs/bench/generalization_probe \
+        --world_models assets/world_model_coverage,outputs/overlap2/wm_fingertips \
+        --out benchmarks/results/generalization_probe.json    # the thirty-third; wm_fingertips: the
+        # committed head, head.pad_overlap 2 mm, head.touch_outline
     python benchmarks/generalization.py --families scripted --world_models ... --out /tmp/tuning.json
 """
 
@@ -566,12 +571,17 @@ KEPT_OUT_OF = {
         " to work before head.touch_outline was thought of, apart from the model, its results, analyses and"
         " commit log (told not to read them), its settings tuned on real success only; the rule for keeping"
         " wm_fingertips (head.pad_overlap 2 mm with head.touch_outline; docs/benchmarks.md, from spent logs,"
-        " gated on pincer and joust) was set before any model ran on it; no model has been ranked on it yet",
+        " gated on pincer and joust) was set before any model ran on it; its real logs and the second real"
+        " run were made first, then assets/world_model_coverage and wm_fingertips were each ranked on it"
+        " once; nothing was changed after",
     },
     "slide": {
         "training_data": "checked against provenance.json",
-        "design_decisions": "none: the same as probe (written at the same time by another engineer); no model"
-        " has been ranked on it yet",
+        "design_decisions": "none: written in one sitting by another engineer (with probe, by a third), set"
+        " to work before head.touch_outline was thought of, apart from the model, its results, analyses and"
+        " commit log (told not to read them), its settings tuned on real success only; the rule for keeping"
+        " wm_fingertips was set before any model ran on it, and its verdict was then narrowed to probe for"
+        " time; no model has been ranked on it yet",
     },
     "act_cam": {
         "training_data": "checked against provenance.json",
