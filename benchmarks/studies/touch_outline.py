@@ -55,12 +55,13 @@ def main() -> None:
     parser.add_argument("--logs", required=True, help="family log folders, comma-separated")
     parser.add_argument("--out", default="benchmarks/results/archive/touch_outline.json")
     args = parser.parse_args()
-    model = WorldModel.from_pretrained(ASSET)
-    heads = {}
-    for outline in (False, True):
-        head = dataclasses.replace(model.config.head, touch_outline=outline)
-        heads["outline" if outline else "boxes"] = WorldModel(dataclasses.replace(model.config, head=head))
-    heads = {k: m.state_head for k, m in heads.items()}
+    cfg = WorldModel.from_pretrained(ASSET).config
+    heads = {  # the test needs no weights: a head built from the asset's config, the outline off and on
+        name: StateDynamicsHead(
+            dataclasses.replace(cfg, head=dataclasses.replace(cfg.head, touch_outline=on))
+        )
+        for name, on in (("boxes", False), ("outline", True))
+    }
     counts: dict[str, list[int]] = {}  # policy -> episodes, then agreements per test
     for root in args.logs.split(","):
         for path in sorted(glob.glob(f"{root}/*/data/*/*.parquet")):

@@ -1313,14 +1313,15 @@ class StateDynamicsHead(nn.Module):
         bounded along the gripper's axes (`rot` (...,G,3,3)), overlaps the box of a finger's geometry at the
         gripper's raw `opening` (...,G) (`GraspKinematics.fingers_at`) grown by TOUCH_MARGIN. `finger` >= 0:
         only that finger (its index in the MJCF's order, `GraspKinematics.finger_names`); -1: any."""
-        reach = self.fk.object_rest * (rot.transpose(-1, -2) @ faces[..., None, :, :]).abs().sum(-1)
+        turned = rot.transpose(-1, -2) @ faces[..., None, :, :]  # the object's axes in each gripper's frame
+        reach = self.fk.object_rest * turned.abs().sum(-1)
         lower, upper = self.fk.fingers_at(opening)  # (...,G,F,3)
         low = (rel + reach)[..., None, :] >= lower - self.TOUCH_MARGIN
         high = (rel - reach)[..., None, :] <= upper + self.TOUCH_MARGIN
         each = (low & high).all(-1)  # (...,G,F)
         if self.cfg.head.touch_outline:  # in the faces' plane: the object's outline, the fingers' tapered one
             axes = self.fk.face_axes
-            corners = (rot.transpose(-1, -2) @ faces[..., None, :, :]) @ (self.fk.object_rest * CORNERS).T
+            corners = turned @ (self.fk.object_rest * CORNERS.to(rel)).T
             outline = (rel[..., axes, None] + corners[..., axes, :]).transpose(-1, -2)  # (...,G,8,2)
             across = (low & high)[..., self.fk.closing_axis]
             each = across & self.fk.overlaps_faces(outline, self.TOUCH_MARGIN)[..., None]
